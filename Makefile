@@ -1,0 +1,47 @@
+# zklock: PGXS build.
+#
+#   make && make install          build and install into the PostgreSQL
+#                                 found by pg_config
+#   make installcheck             pg_regress suites (sql/, expected/) on a
+#                                 temporary instance, then the TAP suites in
+#                                 test/t; both need a running ZooKeeper, see
+#                                 test/run-tests, which sets everything up.
+
+MODULE_big = zklock
+OBJS = \
+	src/zklock.o \
+	src/sqlfuncs.o \
+	src/holdings.o \
+	src/protocol.o \
+	src/worker.o \
+	src/session.o \
+	src/recipe.o \
+	src/naming.o
+
+EXTENSION = zklock
+DATA = sql/zklock--1.0.sql
+PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
+
+PG_CPPFLAGS = -I$(srcdir)/src
+SHLIB_LINK = -lzookeeper_st
+
+# pg_regress runs on its own temporary instance; test/run-tests writes the
+# configuration (shared_preload_libraries, zklock.hosts of the test
+# ZooKeeper) to $(ZKLOCK_REGRESS_CONF).
+ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
+REGRESS = setup names acquire xact
+REGRESS_OPTS = --temp-config=$(ZKLOCK_REGRESS_CONF) \
+	--temp-instance=$(CURDIR)/tmp_check/regress-instance
+
+TAP_TESTS = 1
+PROVE_TESTS = $(or $(ZKLOCK_TAP_TESTS),test/t/*.pl)
+PROVE_FLAGS = -I $(srcdir)/test/perl
+
+EXTRA_CLEAN = tmp_check results regression.diffs regression.out log
+
+# Debian's PGXS would also build LLVM bitcode; zklock has nothing to JIT.
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

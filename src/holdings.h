@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * holdings.h
+ *	  A backend's own view of what it holds (holdings.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_HOLDINGS_H
+#define ZKLOCK_HOLDINGS_H
+
+#include "zklock.h"
+
+/* No timeout: wait until granted (or cancelled). */
+#define ZK_WAIT_FOREVER (-1)
+
+extern bool zk_hold_acquire(ZkKind kind, const char *name, bool xact,
+							int64 timeout_ms);
+extern bool zk_hold_release(ZkKind kind, const char *name);
+extern int	zk_hold_release_all(void);
+extern bool zk_hold_is_held(ZkKind kind, const char *name, int64 *token);
+
+#endif							/* ZKLOCK_HOLDINGS_H */

@@ -1,0 +1,146 @@
+/*-------------------------------------------------------------------------
+ *
+ * zklock.c
+ *	  Module entry point: settings, shared-memory hooks, the worker.
+ *
+ * This file owns what happens when the library is loaded: the zklock.*
+ * settings, the shared-memory hooks (sizing happens in shmem_request_hook,
+ * where MaxBackends is known) and the registration of the background
+ * worker.  zklock only works when preloaded through
+ * shared_preload_libraries; loaded any other way, every function refuses
+ * with SQLSTATE 55000 and says how to fix it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "utils/guc.h"
+
+#include "protocol.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+char	   *zklock_hosts = NULL;
+char	   *zklock_root = NULL;
+int			zklock_session_timeout = 10000;
+int			zklock_connect_timeout = 5000;
+int			zklock_max_locks = 1024;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+zklock_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	zk_shmem_request();
+}
+
+static void
+zklock_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	zk_shmem_startup();
+}
+
+/*
+ * Raise an ERROR unless the library was preloaded (and so has its shared
+ * memory and its worker).
+ */
+void
+zk_check_preloaded(void)
+{
+	if (zk_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock must be loaded via shared_preload_libraries"),
+				 errhint("Add zklock to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+const char *
+zk_kind_name(ZkKind kind)
+{
+	switch (kind)
+	{
+		case ZK_KIND_LOCK:
+			return "lock";
+		case ZK_NUM_KINDS:
+			break;
+	}
+	return "?";
+}
+
+void
+_PG_init(void)
+{
+	BackgroundWorker worker;
+
+	DefineCustomIntVariable("zklock.connect_timeout",
+							"How long a request waits for a usable ZooKeeper session before failing.",
+							NULL,
+							&zklock_connect_timeout,
+							5000, 1, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	DefineCustomStringVariable("zklock.hosts",
+							   "ZooKeeper connect string (host:port pairs, comma separated).",
+							   "Takes effect for the next session the worker opens.",
+							   &zklock_hosts,
+							   "127.0.0.1:2181",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("zklock.root",
+							   "ZooKeeper path under which zklock keeps its locks.",
+							   "A lock named N is the znode <root>/N.",
+							   &zklock_root,
+							   "/zklock",
+							   PGC_POSTMASTER,
+							   0,
+							   zk_check_root, NULL, NULL);
+	DefineCustomIntVariable("zklock.session_timeout",
+							"ZooKeeper session timeout requested by the worker.",
+							"The server clamps it to 2 to 20 times its tickTime.",
+							&zklock_session_timeout,
+							10000, 1000, 600000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("zklock.max_locks",
+							"Number of locks and pending requests the instance can have at once.",
+							"Each backend's holding or wait of one lock takes one.",
+							&zklock_max_locks,
+							1024, 16, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("zklock");
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = zklock_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = zklock_shmem_startup;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	worker.bgw_restart_time = 1;
+	strcpy(worker.bgw_library_name, "zklock");
+	strcpy(worker.bgw_function_name, "zk_worker_main");
+	strcpy(worker.bgw_name, "zklock worker");
+	strcpy(worker.bgw_type, "zklock worker");
+	RegisterBackgroundWorker(&worker);
+}

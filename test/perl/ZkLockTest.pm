@@ -1,0 +1,433 @@
+
+# ZkLockTest.pm
+#    Helpers for zklock's TAP tests (test/t/*.pl): throwaway ZooKeeper
+#    servers and ensembles (through test/zk), PostgreSQL nodes preloading
+#    zklock, and a look into ZooKeeper with kazoo.  Documentation: POD below.
+
+=pod
+
+=head1 NAME
+
+ZkLockTest - ZooKeeper and PostgreSQL helpers for zklock's TAP tests
+
+=head1 SYNOPSIS
+
+  use PostgreSQL::Test::Cluster;
+  use PostgreSQL::Test::Utils;
+  use Test::More;
+  use ZkLockTest;
+
+  my $zk = ZkLockTest::zk_start(nodes => 3);
+  my $node = ZkLockTest::pg_node('primary', $zk, lock_timeout => '5s');
+
+  is($node->safe_psql('postgres', "SELECT zk_lock_try('a')"), 't');
+  is_deeply([ ZkLockTest::zk_children($zk, '/zklock/a') ], [], 'no orphans');
+
+  $zk->kill_node($zk->leader);
+  ...
+  done_testing();
+
+=head1 DESCRIPTION
+
+The ZooKeeper side is the shell harness F<test/zk> (located relative to this
+file); every method below runs it.  A harness lives in a temporary directory
+below C<$PostgreSQL::Test::Utils::tmp_check> (kept when a test fails, with each
+node's log in F<nodeI/zk.log>) and is stopped when the object goes away or the
+test script ends, whichever comes first.
+
+Nodes are numbered from 1.
+
+=cut
+
+package ZkLockTest;
+
+use strict;
+use warnings;
+
+use Carp;
+use Cwd qw(abs_path);
+use File::Basename qw(basename dirname);
+use File::Temp;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+# test/zk, found next to this module's directory (test/perl/../zk); resolved
+# at load time, before a test could chdir.
+our $ZK_SCRIPT = abs_path(dirname(abs_path(__FILE__)) . '/../zk');
+
+# The Python that has kazoo (on Debian: python3-kazoo).
+our $PYTHON = $ENV{ZKLOCK_TEST_PYTHON} // '/usr/bin/python3';
+
+# Harnesses started by this process, stopped in END at the latest.
+my @harnesses;
+
+# Run test/zk with the given arguments; return its output without the final
+# newline.  Dies, showing test/zk's complaints, when it fails.
+sub _run_zk
+{
+	my @cmd = ($ZK_SCRIPT, @_);
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run(\@cmd, '<', '/dev/null', '>', \$out, '2>', \$err);
+	print STDERR $err if $err ne '';    # ends up in the test's log
+	croak "\"test/zk @_\" failed (exit status " . ($? >> 8) . "): $err"
+	  unless $ok;
+	chomp $out;
+	return $out;
+}
+
+=pod
+
+=head1 ZOOKEEPER
+
+=over
+
+=item ZkLockTest::zk_start(nodes => 1, tick => 500, jvm_flags => [...])
+
+Starts a standalone ZooKeeper (C<nodes> 1, the default) or an ensemble of
+C<nodes> nodes on free loopback ports, waits until it serves (with a leader)
+and returns a harness object.  C<tick> is ZooKeeper's tickTime in ms;
+C<jvm_flags> are extra JVM flags, e.g.
+C<['-Dzookeeper.extendedTypesEnabled=true']>.
+
+=cut
+
+sub zk_start
+{
+	my (%opts) = @_;
+	my $nodes = $opts{nodes} // 1;
+	my $dir;
+	if (defined $PostgreSQL::Test::Utils::tmp_check)
+	{
+		# tempdir() is kept when the test fails, removed otherwise
+		$dir = PostgreSQL::Test::Utils::tempdir('zk_' . basename($0, '.pl'));
+	}
+	else
+	{
+		$dir = File::Temp::tempdir('zklock_zk_XXXX', TMPDIR => 1, CLEANUP => 1);
+	}
+
+	my @args = ('start', $dir, '--nodes', $nodes);
+	push @args, '--tick', $opts{tick} if defined $opts{tick};
+	push @args, map { ('--jvm-flag', $_) } @{ $opts{jvm_flags} // [] };
+	my $connect = _run_zk(@args);
+
+	my $self = bless {
+		dir     => $dir,
+		nodes   => $nodes,
+		connect => $connect,
+		owner   => $$,
+		stopped => 0,
+	}, 'ZkLockTest::ZooKeeper';
+	push @harnesses, $self;
+	note "ZooKeeper ($nodes node(s)) at $connect, state in $dir";
+	return $self;
+}
+
+END
+{
+	# keep the test's exit status: Test::More and PostgreSQL::Test::Utils
+	# look at $? after us
+	local $?;
+	foreach my $zk (@harnesses)
+	{
+		eval { $zk->stop if $zk->{owner} == $$; };
+		diag "stopping ZooKeeper in $zk->{dir}: $@" if $@;
+	}
+}
+
+=pod
+
+=back
+
+=head2 Harness methods
+
+=over
+
+=item $zk->connect
+
+The connect string, e.g. C<127.0.0.1:23456> or
+C<127.0.0.1:23456,127.0.0.1:23457,127.0.0.1:23458>.
+
+=item $zk->dir, $zk->nodes
+
+The state directory and the number of nodes.
+
+=item $zk->port(i)
+
+Client port of node i.
+
+=item $zk->stop
+
+Stops every node (TERM, then KILL); done automatically at the latest when
+the test ends.
+
+=item $zk->stop_node(i), $zk->start_node(i), $zk->kill_node(i)
+
+Stop node i cleanly, restart it on its old port with its old data (waits
+until it serves again: for an ensemble member that needs a quorum), or
+SIGKILL it.  C<< $zk->start_node(i, wait => 0) >> does not wait.
+
+=item $zk->pause_node(i), $zk->resume_node(i)
+
+SIGSTOP / SIGCONT node i: the server keeps its sockets open but answers
+nothing, as in a long GC pause or a frozen VM.
+
+=item $zk->leader
+
+Index of the current leader, waiting up to 30 s for there to be one (1 for
+a standalone server).  Dies when there is none.
+
+=item $zk->four(i, cmd)
+
+Sends a four-letter word (ruok, srvr, mntr, wchs, cons, ...) to node i and
+returns the answer ('' when the node does not answer within 3 s).
+
+=item $zk->status
+
+test/zk's status lines: "index port running|paused|stopped mode pid".
+
+=back
+
+=cut
+
+package ZkLockTest::ZooKeeper;
+
+use strict;
+use warnings;
+
+sub connect { return $_[0]->{connect}; }
+sub dir     { return $_[0]->{dir}; }
+sub nodes   { return $_[0]->{nodes}; }
+
+sub port
+{
+	my ($self, $i) = @_;
+	return ZkLockTest::_run_zk('port', $self->{dir}, $i);
+}
+
+sub stop
+{
+	my ($self) = @_;
+	return if $self->{stopped};
+	ZkLockTest::_run_zk('stop', $self->{dir});
+	$self->{stopped} = 1;
+	return;
+}
+
+sub stop_node
+{
+	my ($self, $i) = @_;
+	ZkLockTest::_run_zk('stop-node', $self->{dir}, $i);
+	return;
+}
+
+sub start_node
+{
+	my ($self, $i, %opts) = @_;
+	my @wait = ($opts{wait} // 1) ? () : ('--no-wait');
+	ZkLockTest::_run_zk('start-node', $self->{dir}, $i, @wait);
+	$self->{stopped} = 0;
+	return;
+}
+
+sub kill_node
+{
+	my ($self, $i) = @_;
+	ZkLockTest::_run_zk('kill-node', $self->{dir}, $i);
+	return;
+}
+
+sub pause_node
+{
+	my ($self, $i) = @_;
+	ZkLockTest::_run_zk('pause-node', $self->{dir}, $i);
+	return;
+}
+
+sub resume_node
+{
+	my ($self, $i) = @_;
+	ZkLockTest::_run_zk('resume-node', $self->{dir}, $i);
+	return;
+}
+
+sub leader
+{
+	my ($self) = @_;
+	return ZkLockTest::_run_zk('leader', $self->{dir});
+}
+
+sub four
+{
+	my ($self, $i, $cmd) = @_;
+	return ZkLockTest::_run_zk('4lw', $self->{dir}, $i, $cmd);
+}
+
+sub status
+{
+	my ($self) = @_;
+	return ZkLockTest::_run_zk('status', $self->{dir});
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($?, $@);
+	eval { $self->stop if $self->{owner} == $$; };
+	return;
+}
+
+package ZkLockTest;
+
+=pod
+
+=head1 POSTGRESQL
+
+=over
+
+=item ZkLockTest::pg_node($name, $zk, %extra_conf)
+
+Creates, initializes and starts a PostgreSQL::Test::Cluster with
+C<shared_preload_libraries = 'zklock'>, C<zklock.hosts> pointing at C<$zk>
+(a harness, or a connect string of your own), C<zklock.session_timeout =
+4000> and then the settings of C<%extra_conf> (name => value, appended in
+the order given, values quoted for postgresql.conf, so they override the
+defaults above).  Runs C<CREATE EXTENSION zklock> in database postgres and
+returns the node.
+
+=cut
+
+sub pg_node
+{
+	my ($name, $zk, @extra) = @_;
+	croak 'odd number of settings' if @extra % 2;
+
+	my $hosts = ref $zk ? $zk->connect : $zk;
+	my $conf = "\n# zklock test settings\n"
+	  . "shared_preload_libraries = 'zklock'\n"
+	  . "zklock.hosts = " . _conf_quote($hosts) . "\n"
+	  . "zklock.session_timeout = 4000\n";
+	while (my ($setting, $value) = splice(@extra, 0, 2))
+	{
+		$conf .= "$setting = " . _conf_quote($value) . "\n";
+	}
+
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', $conf);
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
+	return $node;
+}
+
+# A value quoted for postgresql.conf.
+sub _conf_quote
+{
+	my ($value) = @_;
+	$value =~ s/'/''/g;
+	return "'$value'";
+}
+
+=pod
+
+=item ZkLockTest::wait_for_extension_wait($node, $pid_or_application_name)
+
+Polls C<pg_stat_activity> of C<$node> until the session with that backend pid
+(a number) or C<application_name> (anything else) shows
+C<wait_event_type = 'Extension'>, i.e. waits in a zklock lock acquisition.
+Returns 1; dies after C<$PostgreSQL::Test::Utils::timeout_default> seconds.
+
+=cut
+
+sub wait_for_extension_wait
+{
+	my ($node, $who) = @_;
+	my $which =
+	  $who =~ /^\d+$/
+	  ? "pid = $who"
+	  : "application_name = '" . ($who =~ s/'/''/gr) . "'";
+	$node->poll_query_until('postgres',
+		"SELECT count(*) > 0 FROM pg_stat_activity "
+		  . "WHERE $which AND wait_event_type = 'Extension'")
+	  or croak "timed out waiting for session $who to wait on a zklock";
+	return 1;
+}
+
+=pod
+
+=back
+
+=head1 LOOKING INTO ZOOKEEPER
+
+=over
+
+=item ZkLockTest::zk_children($zk, $path)
+
+Sorted names of the children of znode C<$path> (empty list when it does not
+exist), read with kazoo.  C<$zk> is a harness or a connect string.
+
+=cut
+
+sub zk_children
+{
+	my ($zk, $path) = @_;
+	my $out = zk_python(
+		$zk, q{
+try:
+    for child in sorted(zk.get_children(args[0])):
+        print(child)
+except NoNodeError:
+    pass
+}, $path);
+	return sort split /\n/, $out;
+}
+
+=pod
+
+=item ZkLockTest::zk_python($zk, $code, @args)
+
+Runs Python code with a started kazoo client in C<zk>, the extra arguments
+in the list C<args>, and C<KazooClient>, C<NoNodeError> and
+C<NodeExistsError> imported; returns what it prints.  Dies when it fails.
+Handy for playing a foreign client, e.g.
+C<zk.create('/zklock/a/_c_x-lock-', ephemeral=True, sequence=True)>.
+
+=cut
+
+sub zk_python
+{
+	my ($zk, $code, @args) = @_;
+	my $hosts = ref $zk ? $zk->connect : $zk;
+	# The caller's code runs through exec(), dedented, so it may be written
+	# with any common indentation.
+	my $wrapper = <<'PY';
+import logging, sys, textwrap
+logging.basicConfig(level=logging.CRITICAL)
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError, NodeExistsError
+zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
+zk.start(timeout=30)
+try:
+    exec(compile(textwrap.dedent(sys.argv[2]), '<zk_python>', 'exec'),
+         {'zk': zk, 'args': sys.argv[3:], 'KazooClient': KazooClient,
+          'NoNodeError': NoNodeError, 'NodeExistsError': NodeExistsError})
+finally:
+    zk.stop()
+    zk.close()
+PY
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $PYTHON, '-c', $wrapper, $hosts, $code, @args ],
+		'<', '/dev/null', '>', \$out, '2>', \$err)
+	  or croak "kazoo script failed: $err";
+	return $out;
+}
+
+=pod
+
+=back
+
+=cut
+
+1;
