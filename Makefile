@@ -45,3 +45,6 @@ override with_llvm = no
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# every object depends on the project's headers
+$(OBJS): $(wildcard $(srcdir)/src/*.h)

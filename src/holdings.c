@@ -131,7 +131,7 @@ lost_in_xact_error(ZkHolding *h)
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("zklock %s \"%s\" held by this transaction was lost",
 					zk_kind_name(h->key.kind), h->key.name),
-			 errdetail("Its ZooKeeper session ended, so another client may have held it since."),
+			 errdetail("Its ZooKeeper session ended or could not be confirmed in time, so another client may hold it."),
 			 errhint("Roll back and retry the transaction.")));
 }
 
@@ -249,13 +249,16 @@ zk_hold_release_all(void)
 	return n;
 }
 
-/* Does this backend hold (kind, name) now?  *token gets its fencing token. */
+/*
+ * Does this backend hold (kind, name) now, with a session the worker has
+ * confirmed recently enough?  *token gets its fencing token.
+ */
 bool
 zk_hold_is_held(ZkKind kind, const char *name, int64 *token)
 {
 	ZkHolding  *h = lookup(kind, name);
 
-	return h != NULL && still_held(h, token);
+	return h != NULL && still_held(h, token) && zk_session_trusted();
 }
 
 /* Release the transaction-scope acquisitions made in subids >= from. */
@@ -297,7 +300,8 @@ zk_xact_callback(XactEvent event, void *arg)
 			while ((h = hash_seq_search(&status)) != NULL)
 			{
 				if (h->xact_subids != NIL &&
-					zk_entry_state(h->id, h->generation, NULL) != ZKE_HELD)
+					(zk_entry_state(h->id, h->generation, NULL) != ZKE_HELD ||
+					 !zk_session_trusted()))
 				{
 					hash_seq_term(&status);
 					lost_in_xact_error(h);

@@ -63,6 +63,7 @@ zk_shmem_startup(void)
 		memset(zk_shared, 0, zk_shmem_size());
 		zk_shared->lock = &(GetNamedLWLockTranche("zklock"))->lock;
 		zk_shared->session_state = ZKS_CONNECTING;
+		pg_atomic_init_u64(&zk_shared->confirmed_at, 0);
 		dlist_init(&zk_shared->free_entries);
 		dlist_init(&zk_shared->queue);
 		zk_shared->num_entries = zklock_max_locks;
@@ -332,6 +333,27 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 }
 
 /*
+ * Can holdings be trusted now?  Only while the worker has confirmed its
+ * session within the last half of the session timeout (see session.c): a
+ * paused, hung or cut-off worker stops vouching for its locks long before
+ * ZooKeeper could expire them and grant them to someone else.
+ */
+bool
+zk_session_trusted(void)
+{
+	TimestampTz confirmed = (TimestampTz) pg_atomic_read_u64(&zk_shared->confirmed_at);
+	int			timeout;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	timeout = zk_shared->session_timeout;
+	LWLockRelease(zk_shared->lock);
+
+	return timeout > 0 &&
+		!TimestampDifferenceExceeds(confirmed, GetCurrentTimestamp(),
+									timeout / 2);
+}
+
+/*
  * The current state of an entry this backend owns, and its fencing token.
  */
 ZkEntryState
@@ -420,10 +442,11 @@ zk_free_entry(int id)
 
 /* Publish the session state; wakes every waiting backend. */
 void
-zk_set_session_state(ZkSessionState state, int64 session_id)
+zk_set_session_state(ZkSessionState state, int64 session_id, int timeout)
 {
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	zk_shared->session_state = state;
 	zk_shared->session_id = session_id;
+	zk_shared->session_timeout = timeout;
 	LWLockRelease(zk_shared->lock);
 }

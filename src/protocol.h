@@ -22,6 +22,7 @@
 #define ZKLOCK_PROTOCOL_H
 
 #include "lib/ilist.h"
+#include "port/atomics.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 
@@ -79,6 +80,8 @@ typedef struct ZkShared
 	pid_t		worker_pid;
 	ZkSessionState session_state;
 	int64		session_id;
+	int			session_timeout;	/* negotiated, in ms; 0 if none */
+	pg_atomic_uint64 confirmed_at;	/* see session.c; written by the worker */
 	dlist_head	free_entries;
 	dlist_head	queue;			/* entries the worker must look at */
 	int			num_entries;
@@ -98,13 +101,15 @@ extern ZkEntryState zk_wait(int id, uint32 generation, TimestampTz deadline);
 extern void zk_give_up(int id, uint32 generation);
 extern ZkEntryState zk_entry_state(int id, uint32 generation, int64 *token);
 extern void zk_wake_worker(void);
+extern bool zk_session_trusted(void);
 
 /* worker side (protocol.c) */
 extern int	zk_take_queue(int *ids, int max);
 extern void zk_set_outcome(int id, ZkEntryState state, int sqlerrcode,
 						   const char *fmt,...) pg_attribute_printf(4, 5);
 extern void zk_free_entry(int id);
-extern void zk_set_session_state(ZkSessionState state, int64 session_id);
+extern void zk_set_session_state(ZkSessionState state, int64 session_id,
+								 int timeout);
 
 #define ZK_ENTRY(id) (&zk_shared->entries[(id)])
 

@@ -567,7 +567,7 @@ zk_engine_session_lost(const char *why)
 		op->phase = OP_GONE;
 		if (state == ZKE_HELD)
 		{
-			ereport(LOG,
+			ereport(WARNING,
 					(errmsg("zklock lock \"%s\" held by process %d was lost: %s",
 							e->name, e->owner_pid, why)));
 			zk_set_outcome(id, ZKE_LOST, 0, NULL);

@@ -41,6 +41,7 @@ worker_exit(int code, Datum arg)
 	zk_shared->worker_pid = 0;
 	zk_shared->session_state = ZKS_CONNECTING;
 	zk_shared->session_id = 0;
+	zk_shared->session_timeout = 0;
 	LWLockRelease(zk_shared->lock);
 }
 
@@ -87,6 +88,7 @@ zk_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			zk_session_reload();
 		}
 
 		n = zk_take_queue(batch, batch_size);

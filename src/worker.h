@@ -23,6 +23,7 @@ extern bool zk_session_connected(void);
 extern void zk_session_start(void);
 extern void zk_session_wait(void);
 extern void zk_session_stop(void);
+extern void zk_session_reload(void);
 
 /* recipe.c: the engine, driven by the worker loop and the session */
 extern void zk_engine_init(void);
