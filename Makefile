@@ -16,7 +16,8 @@ OBJS = \
 	src/worker.o \
 	src/session.o \
 	src/recipe.o \
-	src/naming.o
+	src/naming.o \
+	src/monitor.o
 
 EXTENSION = zklock
 DATA = sql/zklock--1.0.sql

@@ -5,25 +5,31 @@
  *
  * ZooKeeper sees one node per holder; re-entrancy and scopes are ours to
  * keep, as Curator keeps them beside its node.  This file owns a hash
- * table, in the backend's private memory, of (kind, name) -> holding:
+ * table, in the backend's private memory, of (kind, name) -> holding, and
+ * a holding is the list of its acquisitions, each naming:
  *
- *	- the shared entry (id and generation) of the node;
- *	- the session-scope count (re-entrant, released one level at a time);
- *	- one SubTransactionId per transaction-scope acquisition, so that
- *	  ROLLBACK TO SAVEPOINT releases what was taken inside the savepoint
- *	  and the end of the transaction releases the rest.
+ *	- the shared entry (id and generation) of its node: re-entrant kinds
+ *	  (locks, read and write locks) share one node among all acquisitions,
+ *	  a semaphore has one node (lease) per acquisition;
+ *	- its scope: session (subid 0) or the SubTransactionId that took it, so
+ *	  that ROLLBACK TO SAVEPOINT releases what was taken inside the
+ *	  savepoint and the end of the transaction releases the rest.
  *
- * When both counts drop to zero the entry is handed back to the worker,
- * which deletes the node; the backend does not wait for that.  The
+ * When no acquisition refers to a node any more it is handed back to the
+ * worker, which deletes it; the backend does not wait for that.  The
  * transaction callbacks refuse PREPARE TRANSACTION while transaction-scope
- * locks are held and refuse COMMIT when one of them was lost.
+ * holdings exist and refuse COMMIT when one of them was lost.
+ *
+ * Recipes made of several nodes are composed here, from the engine's
+ * single-node requests: a semaphore lease is taken under its entry mutex
+ * (Curator's InterProcessSemaphoreV2), a multi-lock takes its locks in
+ * name order and gives them back on failure (InterProcessMultiLock).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "nodes/pg_list.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -37,20 +43,34 @@ typedef struct ZkHoldingKey
 	char		name[ZK_NAME_MAX + 1];
 } ZkHoldingKey;
 
+typedef struct ZkAcq
+{
+	int			id;				/* shared entry of the node */
+	uint32		generation;
+	SubTransactionId subid;		/* InvalidSubTransactionId: session scope */
+} ZkAcq;
+
 typedef struct ZkHolding
 {
 	ZkHoldingKey key;			/* hash key: must be first */
-	int			id;				/* shared entry */
-	uint32		generation;
-	int64		session_count;
-	List	   *xact_subids;	/* one SubTransactionId per xact acquisition */
+	int			nacqs;
+	int			maxacqs;
+	ZkAcq	   *acqs;			/* in TopMemoryContext */
 } ZkHolding;
+
+#define SESSION_SCOPE InvalidSubTransactionId
 
 static HTAB *holdings = NULL;
 
 static void zk_xact_callback(XactEvent event, void *arg);
 static void zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								SubTransactionId parentSubid, void *arg);
+
+static bool
+is_reentrant(ZkKind kind)
+{
+	return kind != ZK_KIND_SEMAPHORE;
+}
 
 static void
 holdings_init(void)
@@ -85,43 +105,73 @@ lookup(ZkKind kind, const char *name)
 	return hash_search(holdings, &key, HASH_FIND, NULL);
 }
 
-/* Hand the node back to the worker and forget the holding. */
+/* Publish the scope counts of one node of a holding, for zk_locks. */
 static void
-drop(ZkHolding *h)
+publish_counts(ZkHolding *h, int id, uint32 generation)
 {
-	zk_give_up(h->id, h->generation);
-	list_free(h->xact_subids);
-	hash_search(holdings, &h->key, HASH_REMOVE, NULL);
-}
+	int			nsession = 0;
+	int			nxact = 0;
 
-/* Drop the holding if neither scope holds it any more. */
-static void
-drop_if_unused(ZkHolding *h)
-{
-	if (h->session_count == 0 && h->xact_subids == NIL)
-		drop(h);
+	for (int i = 0; i < h->nacqs; i++)
+		if (h->acqs[i].id == id && h->acqs[i].generation == generation)
+		{
+			if (h->acqs[i].subid == SESSION_SCOPE)
+				nsession++;
+			else
+				nxact++;
+		}
+	zk_entry_set_counts(id, generation, nsession, nxact);
 }
 
 /*
- * Is the holding still good?  A lost session-scope holding is reported
- * with a WARNING and dropped; a lost transaction-scope one stays, so that
- * the transaction cannot commit.
+ * Remove acquisition i; hand its node back to the worker unless another
+ * acquisition still uses it.  The holding goes when it has none left.
+ * Never throws: it runs in abort callbacks.
  */
-static bool
-still_held(ZkHolding *h, int64 *token)
+static void
+remove_acq(ZkHolding *h, int i)
 {
-	if (zk_entry_state(h->id, h->generation, token) == ZKE_HELD)
-		return true;
-	if (h->xact_subids == NIL)
+	ZkAcq		a = h->acqs[i];
+	bool		shared = false;
+
+	h->nacqs--;
+	memmove(&h->acqs[i], &h->acqs[i + 1], sizeof(ZkAcq) * (h->nacqs - i));
+	for (int j = 0; j < h->nacqs; j++)
+		if (h->acqs[j].id == a.id && h->acqs[j].generation == a.generation)
+			shared = true;
+	if (shared)
+		publish_counts(h, a.id, a.generation);
+	else
+		zk_give_up(a.id, a.generation);
+	if (h->nacqs == 0)
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_WARNING),
-				 errmsg("zklock %s \"%s\" was lost", zk_kind_name(h->key.kind),
-						h->key.name),
-				 errdetail("Its ZooKeeper session ended, so another client may have held it since.")));
-		drop(h);
+		pfree(h->acqs);
+		hash_search(holdings, &h->key, HASH_REMOVE, NULL);
 	}
-	return false;
+}
+
+static void
+add_acq(ZkHolding *h, int id, uint32 generation, SubTransactionId subid)
+{
+	if (h->nacqs == h->maxacqs)
+	{
+		h->maxacqs *= 2;
+		h->acqs = repalloc(h->acqs, sizeof(ZkAcq) * h->maxacqs);
+	}
+	h->acqs[h->nacqs].id = id;
+	h->acqs[h->nacqs].generation = generation;
+	h->acqs[h->nacqs].subid = subid;
+	h->nacqs++;
+}
+
+/* Index of the newest session-scope acquisition, or -1. */
+static int
+last_session_acq(ZkHolding *h)
+{
+	for (int i = h->nacqs - 1; i >= 0; i--)
+		if (h->acqs[i].subid == SESSION_SCOPE)
+			return i;
+	return -1;
 }
 
 static void
@@ -136,67 +186,239 @@ lost_in_xact_error(ZkHolding *h)
 }
 
 /*
- * Acquire (kind, name) in session or transaction scope.  timeout_ms 0 does
- * not wait, ZK_WAIT_FOREVER waits without limit.  Returns false when not
- * granted in time.
+ * Check the holding's nodes.  Session-scope acquisitions of a lost node are
+ * reported with a WARNING and dropped; transaction-scope ones stay, so that
+ * the transaction cannot commit.  Returns the holding if it still exists
+ * and all its nodes are held (then *token gets the newest node's token),
+ * else NULL when it is gone, or the holding with *all_held false.
  */
-bool
-zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms)
+static ZkHolding *
+check_holding(ZkHolding *h, bool *all_held, int64 *token)
 {
-	ZkHolding  *h = lookup(kind, name);
-	ZkHoldingKey key;
-	int			id;
-	uint32		generation;
-	TimestampTz deadline = 0;
+	bool		warned = false;
 
-	if (h != NULL && !still_held(h, NULL))
+	*all_held = true;
+	for (int i = h->nacqs - 1; i >= 0; i--)
 	{
-		if (h->xact_subids != NIL)
-			lost_in_xact_error(h);
-		h = NULL;				/* dropped; ask again */
-	}
-
-	if (h == NULL)
-	{
-		if (timeout_ms > 0)
-			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   timeout_ms);
-		id = zk_request(kind, name, timeout_ms == 0, &generation);
-		if (zk_wait(id, generation, deadline) != ZKE_HELD)
-			return false;
-
-		make_key(&key, kind, name);
-		PG_TRY();
+		if (zk_entry_state(h->acqs[i].id, h->acqs[i].generation, NULL) == ZKE_HELD)
+			continue;
+		*all_held = false;
+		if (h->acqs[i].subid != SESSION_SCOPE)
+			continue;
+		if (!warned)
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("zklock %s \"%s\" was lost", zk_kind_name(h->key.kind),
+							h->key.name),
+					 errdetail("Its ZooKeeper session ended, so another client may have held it since.")));
+		warned = true;
+		if (h->nacqs == 1)
 		{
-			h = hash_search(holdings, &key, HASH_ENTER, NULL);
+			remove_acq(h, i);
+			return NULL;
 		}
-		PG_CATCH();
-		{
-			zk_give_up(id, generation);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		h->id = id;
-		h->generation = generation;
-		h->session_count = 0;
-		h->xact_subids = NIL;
+		remove_acq(h, i);
 	}
-
-	if (xact)
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-		h->xact_subids = lappend_oid(h->xact_subids,
-									 GetCurrentSubTransactionId());
-		MemoryContextSwitchTo(old);
-	}
-	else
-		h->session_count++;
-	return true;
+	if (token)
+		(void) zk_entry_state(h->acqs[h->nacqs - 1].id,
+							  h->acqs[h->nacqs - 1].generation, token);
+	return h;
 }
 
 /*
- * Release one session-scope level of (kind, name).  Like
+ * Ask the worker for one node and wait for it until the deadline (0: none);
+ * nowait asks it not to queue at all.  Returns whether it was granted.
+ */
+static bool
+take_node(ZkKind kind, const char *name, bool nowait, TimestampTz deadline,
+		  int32 max_leases, const char *skip_node, int *id, uint32 *generation)
+{
+	*id = zk_request(kind, name, nowait, max_leases, skip_node, generation);
+	return zk_wait(*id, *generation, deadline) == ZKE_HELD;
+}
+
+/* Record a new acquisition of a granted node, giving it up on failure. */
+static void
+record(ZkKind kind, const char *name, int id, uint32 generation, bool xact)
+{
+	ZkHoldingKey key;
+
+	make_key(&key, kind, name);
+	PG_TRY();
+	{
+		bool		found;
+		ZkHolding  *h = hash_search(holdings, &key, HASH_ENTER, &found);
+
+		if (!found)
+		{
+			h->nacqs = 0;
+			h->maxacqs = 4;
+			h->acqs = MemoryContextAlloc(TopMemoryContext,
+										 sizeof(ZkAcq) * h->maxacqs);
+		}
+		add_acq(h, id, generation,
+				xact ? GetCurrentSubTransactionId() : SESSION_SCOPE);
+		publish_counts(h, id, generation);
+	}
+	PG_CATCH();
+	{
+		zk_give_up(id, generation);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Acquire (kind, name) in session or transaction scope.  timeout_ms 0 does
+ * not wait, ZK_WAIT_FOREVER waits without limit.  Returns false when not
+ * granted in time.  max_leases is for semaphores only.
+ */
+bool
+zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
+				int32 max_leases)
+{
+	ZkHolding  *h = lookup(kind, name);
+	TimestampTz deadline = 0;
+	bool		nowait = timeout_ms == 0;
+	char		skip[ZK_NODE_MAX] = "";
+	bool		ok;
+	int			id;
+	uint32		gen;
+
+	if (h != NULL)
+	{
+		h = check_holding(h, &ok, NULL);
+		if (h != NULL && !ok)
+			lost_in_xact_error(h);
+	}
+	if (h != NULL && is_reentrant(kind))
+	{
+		ZkAcq	   *a = &h->acqs[0];
+
+		record(kind, name, a->id, a->generation, xact);
+		return true;
+	}
+
+	if (kind == ZK_KIND_WRITE && lookup(ZK_KIND_READ, name) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot upgrade zklock read lock \"%s\" to a write lock", name),
+				 errdetail("Waiting for the write lock while holding the read lock would wait forever."),
+				 errhint("Release the read lock first.")));
+	if (kind == ZK_KIND_READ && (h = lookup(ZK_KIND_WRITE, name)) != NULL)
+	{
+		/* downgrade: our own writer's node must not hold our reader back */
+		zk_entry_node(h->acqs[0].id, skip);
+	}
+
+	if (timeout_ms > 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   timeout_ms);
+
+	if (kind == ZK_KIND_SEMAPHORE)
+	{
+		int			mid;
+		uint32		mgen;
+
+		/* the lease is taken under the semaphore's entry mutex */
+		if (!take_node(ZK_KIND_SEMAPHORE_ENTRY, name, nowait, deadline, 0, NULL,
+					   &mid, &mgen))
+			return false;
+		PG_TRY();
+		{
+			ok = take_node(kind, name, nowait, deadline, max_leases, NULL,
+						   &id, &gen);
+		}
+		PG_FINALLY();
+		{
+			zk_give_up(mid, mgen);
+		}
+		PG_END_TRY();
+	}
+	else
+		ok = take_node(kind, name, nowait, deadline, max_leases, skip,
+					   &id, &gen);
+
+	if (ok)
+		record(kind, name, id, gen, xact);
+	return ok;
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * Acquire the exclusive locks of all names, or none: in name order (so two
+ * sessions asking for overlapping sets cannot deadlock), within one overall
+ * timeout; on failure or error the ones taken are released in reverse
+ * order.  Duplicate names count once.  Sorts names in place.
+ */
+bool
+zk_hold_acquire_all(char **names, int n, bool xact, int64 timeout_ms)
+{
+	TimestampTz deadline = 0;
+	volatile int taken = 0;
+	bool		ok = true;
+	int			u = 0;
+
+	/* name order, duplicates once */
+	qsort(names, n, sizeof(char *), name_cmp);
+	for (int i = 0; i < n; i++)
+		if (u == 0 || strcmp(names[i], names[u - 1]) != 0)
+			names[u++] = names[i];
+
+	if (timeout_ms > 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   timeout_ms);
+	PG_TRY();
+	{
+		while (taken < u)
+		{
+			int64		left = timeout_ms;
+
+			if (deadline != 0)
+				left = Max(1, (deadline - GetCurrentTimestamp()) / 1000);
+			if (!zk_hold_acquire(ZK_KIND_LOCK, names[taken], xact, left, 0))
+			{
+				ok = false;
+				break;
+			}
+			taken++;
+		}
+	}
+	PG_CATCH();
+	{
+		/* give back what this call took, newest first; never throws */
+		while (taken-- > 0)
+			zk_hold_release_last(ZK_KIND_LOCK, names[taken]);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (!ok)
+		while (taken-- > 0)
+			zk_hold_release_last(ZK_KIND_LOCK, names[taken]);
+	return ok;
+}
+
+/*
+ * Undo the newest acquisition of (kind, name), whatever its scope: for
+ * zk_hold_acquire_all giving back what it took.
+ */
+void
+zk_hold_release_last(ZkKind kind, const char *name)
+{
+	ZkHolding  *h = lookup(kind, name);
+
+	if (h != NULL && h->nacqs > 0)
+		remove_acq(h, h->nacqs - 1);
+}
+
+/*
+ * Release one session-scope acquisition of (kind, name).  Like
  * pg_advisory_unlock: false and a WARNING when this backend does not hold
  * it in session scope.
  */
@@ -204,8 +426,12 @@ bool
 zk_hold_release(ZkKind kind, const char *name)
 {
 	ZkHolding  *h = lookup(kind, name);
+	bool		all_held;
+	int			i;
 
-	if (h == NULL || h->session_count == 0)
+	if (h != NULL)
+		h = check_holding(h, &all_held, NULL);
+	if (h == NULL || (i = last_session_acq(h)) < 0)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
@@ -214,16 +440,13 @@ zk_hold_release(ZkKind kind, const char *name)
 				 h ? errhint("Transaction-scope locks are released when the transaction ends.") : 0));
 		return false;
 	}
-	if (!still_held(h, NULL))
-		return false;
-	h->session_count--;
-	drop_if_unused(h);
+	remove_acq(h, i);
 	return true;
 }
 
 /*
- * Release every session-scope holding of this backend; returns how many
- * distinct locks were released.  Transaction-scope holdings stay.
+ * Release every session-scope acquisition of this backend; returns how
+ * many distinct holdings (kind and name) that concerned.
  */
 int
 zk_hold_release_all(void)
@@ -237,28 +460,46 @@ zk_hold_release_all(void)
 	hash_seq_init(&status, holdings);
 	while ((h = hash_seq_search(&status)) != NULL)
 	{
-		if (h->session_count == 0)
+		bool		all_held;
+		int			i;
+		bool		any = false;
+
+		if (check_holding(h, &all_held, NULL) == NULL)
 			continue;
-		if (still_held(h, NULL))
+		while (h->nacqs > 0 && (i = last_session_acq(h)) >= 0)
 		{
-			n++;
-			h->session_count = 0;
-			drop_if_unused(h);
+			any = true;
+			if (h->nacqs == 1)
+			{
+				remove_acq(h, i);
+				break;
+			}
+			remove_acq(h, i);
 		}
+		if (any)
+			n++;
 	}
 	return n;
 }
 
 /*
  * Does this backend hold (kind, name) now, with a session the worker has
- * confirmed recently enough?  *token gets its fencing token.
+ * confirmed recently enough?  *token gets the fencing token of its newest
+ * node.
  */
 bool
 zk_hold_is_held(ZkKind kind, const char *name, int64 *token)
 {
 	ZkHolding  *h = lookup(kind, name);
+	bool		all_held;
+	int64		t;
 
-	return h != NULL && still_held(h, token) && zk_session_trusted();
+	if (h == NULL || check_holding(h, &all_held, &t) == NULL || !all_held ||
+		!zk_session_trusted())
+		return false;
+	if (token)
+		*token = t;
+	return true;
 }
 
 /* Release the transaction-scope acquisitions made in subids >= from. */
@@ -273,62 +514,72 @@ release_xact(SubTransactionId from)
 	hash_seq_init(&status, holdings);
 	while ((h = hash_seq_search(&status)) != NULL)
 	{
-		ListCell   *lc;
-
-		if (h->xact_subids == NIL)
-			continue;
-		foreach(lc, h->xact_subids)
+		for (int i = h->nacqs - 1; i >= 0; i--)
 		{
-			if (lfirst_oid(lc) >= from)
-				h->xact_subids = foreach_delete_current(h->xact_subids, lc);
+			if (h->acqs[i].subid == SESSION_SCOPE || h->acqs[i].subid < from)
+				continue;
+			if (h->nacqs == 1)
+			{
+				remove_acq(h, i);
+				break;
+			}
+			remove_acq(h, i);
 		}
-		drop_if_unused(h);
 	}
+}
+
+/* The first holding with a transaction-scope acquisition, or NULL. */
+static ZkHolding *
+first_xact_holding(bool only_unsafe)
+{
+	HASH_SEQ_STATUS status;
+	ZkHolding  *h;
+
+	hash_seq_init(&status, holdings);
+	while ((h = hash_seq_search(&status)) != NULL)
+	{
+		for (int i = 0; i < h->nacqs; i++)
+		{
+			if (h->acqs[i].subid == SESSION_SCOPE)
+				continue;
+			if (!only_unsafe ||
+				zk_entry_state(h->acqs[i].id, h->acqs[i].generation, NULL) != ZKE_HELD ||
+				!zk_session_trusted())
+			{
+				hash_seq_term(&status);
+				return h;
+			}
+		}
+	}
+	return NULL;
 }
 
 static void
 zk_xact_callback(XactEvent event, void *arg)
 {
-	HASH_SEQ_STATUS status;
 	ZkHolding  *h;
 
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			/* work done under a lost lock must not commit */
-			hash_seq_init(&status, holdings);
-			while ((h = hash_seq_search(&status)) != NULL)
-			{
-				if (h->xact_subids != NIL &&
-					(zk_entry_state(h->id, h->generation, NULL) != ZKE_HELD ||
-					 !zk_session_trusted()))
-				{
-					hash_seq_term(&status);
-					lost_in_xact_error(h);
-				}
-			}
+			if ((h = first_xact_holding(true)) != NULL)
+				lost_in_xact_error(h);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			hash_seq_init(&status, holdings);
-			while ((h = hash_seq_search(&status)) != NULL)
-			{
-				if (h->xact_subids != NIL)
-				{
-					hash_seq_term(&status);
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("cannot PREPARE a transaction that holds transaction-scope zklock locks"),
-							 errdetail("The lock \"%s\" is held by this backend's ZooKeeper session and cannot outlive it.",
-									   h->key.name)));
-				}
-			}
+			if ((h = first_xact_holding(false)) != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds transaction-scope zklock locks"),
+						 errdetail("The %s \"%s\" is held by this backend's ZooKeeper session and cannot outlive it.",
+								   zk_kind_name(h->key.kind), h->key.name)));
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			release_xact(InvalidSubTransactionId);
+			release_xact(TopSubTransactionId);
 			break;
 		default:
 			break;
@@ -349,14 +600,8 @@ zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		/* the parent inherits what the committed subtransaction took */
 		hash_seq_init(&status, holdings);
 		while ((h = hash_seq_search(&status)) != NULL)
-		{
-			ListCell   *lc;
-
-			foreach(lc, h->xact_subids)
-			{
-				if (lfirst_oid(lc) == mySubid)
-					lfirst_oid(lc) = parentSubid;
-			}
-		}
+			for (int i = 0; i < h->nacqs; i++)
+				if (h->acqs[i].subid == mySubid)
+					h->acqs[i].subid = parentSubid;
 	}
 }

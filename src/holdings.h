@@ -14,8 +14,11 @@
 #define ZK_WAIT_FOREVER (-1)
 
 extern bool zk_hold_acquire(ZkKind kind, const char *name, bool xact,
-							int64 timeout_ms);
+							int64 timeout_ms, int32 max_leases);
+extern bool zk_hold_acquire_all(char **names, int n, bool xact,
+								int64 timeout_ms);
 extern bool zk_hold_release(ZkKind kind, const char *name);
+extern void zk_hold_release_last(ZkKind kind, const char *name);
 extern int	zk_hold_release_all(void);
 extern bool zk_hold_is_held(ZkKind kind, const char *name, int64 *token);
 

@@ -64,6 +64,11 @@ zk_shmem_startup(void)
 		zk_shared->lock = &(GetNamedLWLockTranche("zklock"))->lock;
 		zk_shared->session_state = ZKS_CONNECTING;
 		pg_atomic_init_u64(&zk_shared->confirmed_at, 0);
+		pg_atomic_init_u64(&zk_shared->n_requests, 0);
+		pg_atomic_init_u64(&zk_shared->n_grants, 0);
+		pg_atomic_init_u64(&zk_shared->n_timeouts, 0);
+		pg_atomic_init_u64(&zk_shared->n_reconnects, 0);
+		pg_atomic_init_u64(&zk_shared->n_session_losses, 0);
 		dlist_init(&zk_shared->free_entries);
 		dlist_init(&zk_shared->queue);
 		zk_shared->num_entries = zklock_max_locks;
@@ -131,7 +136,8 @@ zk_backend_exit(int code, Datum arg)
  * exhausted.
  */
 int
-zk_request(ZkKind kind, const char *name, bool nowait, uint32 *generation)
+zk_request(ZkKind kind, const char *name, bool nowait, int32 max_leases,
+		   const char *skip_node, uint32 *generation)
 {
 	ZkEntry    *e;
 	TimestampTz now = GetCurrentTimestamp();
@@ -162,6 +168,8 @@ zk_request(ZkKind kind, const char *name, bool nowait, uint32 *generation)
 	e->database = MyDatabaseId;
 	e->kind = kind;
 	e->nowait = nowait;
+	e->max_leases = max_leases;
+	strlcpy(e->skip_node, skip_node ? skip_node : "", sizeof(e->skip_node));
 	e->requested_at = now;
 	e->connect_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
 	strlcpy(e->name, name, sizeof(e->name));
@@ -170,10 +178,14 @@ zk_request(ZkKind kind, const char *name, bool nowait, uint32 *generation)
 	e->sqlerrcode = 0;
 	e->errmsg[0] = '\0';
 	e->node[0] = '\0';
+	e->waiting_on[0] = '\0';
+	e->session_count = 0;
+	e->xact_count = 0;
 	*generation = e->generation;
 	zk_queue_locked(e);
 	LWLockRelease(zk_shared->lock);
 
+	pg_atomic_fetch_add_u64(&zk_shared->n_requests, 1);
 	zk_wake_worker();
 	return e - zk_shared->entries;
 }
@@ -292,6 +304,8 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 				if (now >= deadline)
 				{
 					result = zk_cancel(e);
+					if (result != ZKE_HELD)
+						pg_atomic_fetch_add_u64(&zk_shared->n_timeouts, 1);
 					break;
 				}
 				wait_ms = Min(wait_ms, zk_ms_until(now, deadline));
@@ -370,6 +384,31 @@ zk_entry_state(int id, uint32 generation, int64 *token)
 	return state;
 }
 
+/* Copy the node name of an entry this backend holds (ZK_NODE_MAX bytes). */
+void
+zk_entry_node(int id, char *node)
+{
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	strlcpy(node, ZK_ENTRY(id)->node, ZK_NODE_MAX);
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Publish how often the owner holds an entry, for the zk_locks view. */
+void
+zk_entry_set_counts(int id, uint32 generation, int session_count,
+					int xact_count)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->generation == generation)
+	{
+		e->session_count = session_count;
+		e->xact_count = xact_count;
+	}
+	LWLockRelease(zk_shared->lock);
+}
+
 /* ---- worker side ---- */
 
 /*
@@ -415,7 +454,11 @@ zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
 		va_end(ap);
 	}
 	if (state == ZKE_HELD)
+	{
 		e->granted_at = GetCurrentTimestamp();
+		e->waiting_on[0] = '\0';
+		pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
+	}
 	procno = e->released ? -1 : e->owner_procno;
 	LWLockRelease(zk_shared->lock);
 
@@ -442,11 +485,35 @@ zk_free_entry(int id)
 
 /* Publish the session state; wakes every waiting backend. */
 void
-zk_set_session_state(ZkSessionState state, int64 session_id, int timeout)
+zk_set_session_state(ZkSessionState state, int64 session_id, int timeout,
+					 const char *server)
 {
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	strlcpy(zk_shared->server, server ? server : "", sizeof(zk_shared->server));
 	zk_shared->session_state = state;
 	zk_shared->session_id = session_id;
 	zk_shared->session_timeout = timeout;
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Record the last error the worker met, for zk_status(). */
+void
+zk_set_last_error(const char *fmt,...)
+{
+	va_list		ap;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	va_start(ap, fmt);
+	vsnprintf(zk_shared->last_error, sizeof(zk_shared->last_error), fmt, ap);
+	va_end(ap);
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Record which node an entry waits for ("" for none), for zk_locks. */
+void
+zk_set_waiting_on(int id, const char *node)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	strlcpy(ZK_ENTRY(id)->waiting_on, node, ZK_NODE_MAX);
 	LWLockRelease(zk_shared->lock);
 }

@@ -52,6 +52,8 @@ typedef struct ZkEntry
 	Oid			database;
 	ZkKind		kind;
 	bool		nowait;			/* fail with WOULD_BLOCK instead of waiting */
+	int32		max_leases;		/* semaphore: leases allowed at once */
+	char		skip_node[ZK_NODE_MAX]; /* a node of ours not to wait for */
 	TimestampTz requested_at;
 	TimestampTz connect_deadline;	/* fail if no session by then */
 	char		name[ZK_NAME_MAX + 1];
@@ -62,6 +64,11 @@ typedef struct ZkEntry
 	int			sqlerrcode;		/* for FAILED */
 	char		errmsg[ZK_ERRMSG_MAX];
 	char		node[ZK_NODE_MAX];	/* our child node, once created */
+	char		waiting_on[ZK_NODE_MAX];	/* node we wait for, if any */
+
+	/* written by the owner, for the zk_locks view */
+	int			session_count;	/* session-scope acquisitions */
+	int			xact_count;		/* transaction-scope acquisitions */
 } ZkEntry;
 
 /* State of the worker's ZooKeeper session, as backends see it. */
@@ -82,6 +89,15 @@ typedef struct ZkShared
 	int64		session_id;
 	int			session_timeout;	/* negotiated, in ms; 0 if none */
 	pg_atomic_uint64 confirmed_at;	/* see session.c; written by the worker */
+	char		server[128];	/* host:port the session is connected to */
+	char		last_error[ZK_ERRMSG_MAX];
+
+	/* counters for zk_status() */
+	pg_atomic_uint64 n_requests;
+	pg_atomic_uint64 n_grants;
+	pg_atomic_uint64 n_timeouts;
+	pg_atomic_uint64 n_reconnects;
+	pg_atomic_uint64 n_session_losses;
 	dlist_head	free_entries;
 	dlist_head	queue;			/* entries the worker must look at */
 	int			num_entries;
@@ -96,7 +112,11 @@ extern void zk_shmem_startup(void);
 
 /* backend side (protocol.c) */
 extern int	zk_request(ZkKind kind, const char *name, bool nowait,
+					   int32 max_leases, const char *skip_node,
 					   uint32 *generation);
+extern void zk_entry_node(int id, char *node);
+extern void zk_entry_set_counts(int id, uint32 generation, int session_count,
+								int xact_count);
 extern ZkEntryState zk_wait(int id, uint32 generation, TimestampTz deadline);
 extern void zk_give_up(int id, uint32 generation);
 extern ZkEntryState zk_entry_state(int id, uint32 generation, int64 *token);
@@ -109,7 +129,9 @@ extern void zk_set_outcome(int id, ZkEntryState state, int sqlerrcode,
 						   const char *fmt,...) pg_attribute_printf(4, 5);
 extern void zk_free_entry(int id);
 extern void zk_set_session_state(ZkSessionState state, int64 session_id,
-								 int timeout);
+								 int timeout, const char *server);
+extern void zk_set_last_error(const char *fmt,...) pg_attribute_printf(1, 2);
+extern void zk_set_waiting_on(int id, const char *node);
 
 #define ZK_ENTRY(id) (&zk_shared->entries[(id)])
 

@@ -37,26 +37,64 @@
 
 /*
  * A recipe driver.  decide() gets the lock nodes of the parent sorted by
- * sequence and the index of ours; it returns -1 when ours holds the lock,
- * else the index of the node to watch.
+ * sequence, the index of ours and the request's max_leases; it returns
+ * HOLDS when ours holds the lock, WATCH_CHILDREN to wait for any change of
+ * the parent's children, else the index of the node to watch.
  */
 typedef struct ZkRecipe
 {
 	const char *suffix;			/* appended to <root>/<name> for the parent */
 	const char *base;			/* node base name, before the sequence */
-	int			(*decide) (char **nodes, int n, int self);
+	bool		watch_children; /* list the parent with a watch */
+	int			(*decide) (char **nodes, int n, int self, int32 max_leases);
 } ZkRecipe;
+
+#define HOLDS (-1)
+#define WATCH_CHILDREN (-2)
 
 /* Curator InterProcessMutex: the first node holds; watch the one before. */
 static int
-mutex_decide(char **nodes, int n, int self)
+mutex_decide(char **nodes, int n, int self, int32 max_leases)
 {
-	return self == 0 ? -1 : self - 1;
+	return self == 0 ? HOLDS : self - 1;
+}
+
+/*
+ * Curator's read lock: holds unless a writer's node comes first; then
+ * watch the first writer.  Readers queue behind a waiting writer.
+ */
+static int
+read_decide(char **nodes, int n, int self, int32 max_leases)
+{
+	for (int i = 0; i < self; i++)
+		if (strstr(nodes[i], "__WRIT__") != NULL)
+			return i;
+	return HOLDS;
+}
+
+/*
+ * A lease of Curator's InterProcessSemaphoreV2: taken under the entry
+ * mutex, it holds once there are at most max_leases leases.
+ */
+static int
+lease_decide(char **nodes, int n, int self, int32 max_leases)
+{
+	return n <= max_leases ? HOLDS : WATCH_CHILDREN;
 }
 
 static const ZkRecipe recipes[ZK_NUM_KINDS] = {
-	[ZK_KIND_LOCK] = {"", "lock-", mutex_decide},
+	[ZK_KIND_LOCK] = {"", "lock-", false, mutex_decide},
+	[ZK_KIND_READ] = {"", "__READ__", false, read_decide},
+	[ZK_KIND_WRITE] = {"", "__WRIT__", false, mutex_decide},
+	[ZK_KIND_SEMAPHORE] = {"/leases", "lease-", true, lease_decide},
+	[ZK_KIND_SEMAPHORE_ENTRY] = {"/locks", "lock-", false, mutex_decide},
 };
+
+const char *
+zk_kind_suffix(ZkKind kind)
+{
+	return recipes[kind].suffix;
+}
 
 typedef enum ZkPhase
 {
@@ -236,9 +274,9 @@ token_done(int rc, const struct Stat *stat, const void *data)
 		advance(id);
 }
 
+/* A watch of ours fired (predecessor gone or changed, children changed). */
 static void
-predecessor_watch(zhandle_t *zh, int type, int state, const char *path,
-				  void *ctx)
+node_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	uint64		packed = (uint64) (uintptr_t) ctx;
 	int			id = (int) (packed & 0xffffffff);
@@ -249,6 +287,17 @@ predecessor_watch(zhandle_t *zh, int type, int state, const char *path,
 	ops[id].need_eval = true;
 	if (ops[id].inflight == 0)
 		advance(id);
+}
+
+/* Tag a new watch of the entry; watches with an older tag are ignored. */
+static void *
+new_watch_ctx(int id)
+{
+	uint64		ctx;
+
+	ops[id].watch_seq++;
+	ctx = ((uint64) ops[id].watch_seq << 32) | (uint32) id;
+	return (void *) (uintptr_t) ctx;
 }
 
 static void
@@ -285,7 +334,8 @@ evaluate(int id, const struct String_vector *children)
 	int			w;
 
 	for (int i = 0; i < children->count; i++)
-		if (zk_is_lock_node(children->data[i]))
+		if (zk_is_lock_node(children->data[i]) &&
+			strcmp(children->data[i], e->skip_node) != 0)
 			nodes[n++] = children->data[i];
 	qsort(nodes, n, sizeof(char *), child_cmp);
 	for (int i = 0; i < n; i++)
@@ -299,21 +349,18 @@ evaluate(int id, const struct String_vector *children)
 		zk_set_outcome(id, ZKE_FAILED, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 					   "its node \"%s\" was deleted by another client", e->node);
 	}
-	else if ((w = recipes[e->kind].decide(nodes, n, self)) < 0)
+	else if ((w = recipes[e->kind].decide(nodes, n, self, e->max_leases)) == HOLDS)
 		zk_set_outcome(id, ZKE_HELD, 0, NULL);
 	else if (e->nowait)
 		zk_set_outcome(id, ZKE_WOULD_BLOCK, 0, NULL);
-	else
+	else if (w != WATCH_CHILDREN)	/* the listing itself set that watch */
 	{
 		char		path[ZK_PATH_MAX];
-		uint64		ctx;
 
-		op->watch_seq++;
-		ctx = ((uint64) op->watch_seq << 32) | (uint32) id;
 		entry_child(e, nodes[w], path);
-		sent(id, zoo_awget(zk_zh, path, predecessor_watch,
-						   (void *) (uintptr_t) ctx, predecessor_done,
-						   ID_DATA(id)));
+		zk_set_waiting_on(id, nodes[w]);
+		sent(id, zoo_awget(zk_zh, path, node_watch, new_watch_ctx(id),
+						   predecessor_done, ID_DATA(id)));
 	}
 	pfree(nodes);
 }
@@ -358,6 +405,21 @@ children_done(int rc, const struct String_vector *children, const void *data)
 
 /* ---- driving an entry ---- */
 
+/* List the parent of the entry's nodes (with a watch, if the recipe wants). */
+static void
+send_list(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	char		path[ZK_PATH_MAX];
+
+	entry_parent(e, path);
+	if (recipes[e->kind].watch_children)
+		sent(id, zoo_awget_children(zk_zh, path, node_watch, new_watch_ctx(id),
+									children_done, ID_DATA(id)));
+	else
+		sent(id, zoo_aget_children(zk_zh, path, 0, children_done, ID_DATA(id)));
+}
+
 /* Send the create of our node, preceded by its parents when missing. */
 static void
 send_create(int id, bool with_parents)
@@ -377,7 +439,7 @@ send_create(int id, bool with_parents)
 		{
 			if (p)
 				*p = '\0';
-			sent(id, zoo_acreate(zk_zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+			sent(id, zoo_acreate(zk_zh, path, NULL, -1, zk_session_acl(),
 								 ZOO_CONTAINER, parent_done, ID_DATA(id)));
 			if (!p)
 				break;
@@ -389,24 +451,14 @@ send_create(int id, bool with_parents)
 	zk_new_protected_prefix(op->prefix, sizeof(op->prefix));
 	snprintf(path + len, sizeof(path) - len, "/%s%s", op->prefix, r->base);
 	op->phase = OP_CREATING;
-	sent(id, zoo_acreate2(zk_zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+	sent(id, zoo_acreate2(zk_zh, path, NULL, -1, zk_session_acl(),
 						  ZOO_EPHEMERAL_SEQUENTIAL, create_done, ID_DATA(id)));
 	if (op->inflight == 0)
 	{
 		op->phase = OP_START;	/* not sent: try again after reconnecting */
 		return;
 	}
-	path[len] = '\0';
-	sent(id, zoo_aget_children(zk_zh, path, 0, children_done, ID_DATA(id)));
-}
-
-static void
-send_list(int id)
-{
-	char		path[ZK_PATH_MAX];
-
-	entry_parent(ZK_ENTRY(id), path);
-	sent(id, zoo_aget_children(zk_zh, path, 0, children_done, ID_DATA(id)));
+	send_list(id);
 }
 
 /*

@@ -60,10 +60,12 @@ static bool end_old_now = false;
 static TimestampTz end_old_deadline = 0;
 static int64 session_id = 0;
 static char *session_hosts = NULL;	/* zklock.hosts the session uses */
+static char *session_auth = NULL;	/* zklock.auth the session uses */
 static TimestampTz confirmed_at = 0;
 static TimestampTz next_probe_at = 0;
 static const char *lost_reason = NULL;	/* set by the watcher, acted on later */
 static TimestampTz reopen_at = 0;	/* retry a failed zookeeper_init then */
+static bool auth_failed = false;
 
 static void open_handle(const clientid_t *cid);
 
@@ -78,6 +80,8 @@ static void
 client_log(const char *message)
 {
 	elog(DEBUG1, "zookeeper client: %s", message);
+	if (strstr(message, "ZOO_ERROR") != NULL)
+		zk_set_last_error("%s", message);
 }
 
 /* ---- the session file ---- */
@@ -194,10 +198,14 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 							zoo_recv_timeout(zh))));
 		}
 		else
+		{
+			pg_atomic_fetch_add_u64(&zk_shared->n_reconnects, 1);
 			ereport(LOG,
 					(errmsg("zklock reconnected to ZooKeeper, session 0x%llx resumed",
 							(unsigned long long) session_id)));
-		zk_set_session_state(ZKS_CONNECTED, session_id, zoo_recv_timeout(zh));
+		}
+		zk_set_session_state(ZKS_CONNECTED, session_id, zoo_recv_timeout(zh),
+							 zoo_get_current_server(zh));
 		zk_engine_connected();
 	}
 	else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE)
@@ -208,14 +216,72 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 			ereport(LOG,
 					(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
 							(unsigned long long) session_id)));
+			zk_set_last_error("connection to ZooKeeper lost");
 			zk_set_session_state(ZKS_SUSPENDED, session_id,
-								 zoo_recv_timeout(zh));
+								 zoo_recv_timeout(zh), NULL);
 		}
 	}
 	else if (state == ZOO_EXPIRED_SESSION_STATE)
 		lost_reason = "the ZooKeeper session expired";
 	else if (state == ZOO_AUTH_FAILED_STATE)
-		lost_reason = "ZooKeeper authentication failed";
+	{
+		lost_reason = "ZooKeeper refused the credentials of zklock.auth";
+		auth_failed = true;
+	}
+}
+
+/* ---- authentication ---- */
+
+/*
+ * The ACL of every node we create: open when zklock.auth is not set; else
+ * all rights for our identity ("auth": whoever authenticated as we did)
+ * and read for everyone.
+ */
+struct ACL_vector *
+zk_session_acl(void)
+{
+	static struct ACL protected_acl[] = {
+		{0, {"auth", ""}},
+		{0, {"world", "anyone"}},
+	};
+	static struct ACL_vector protected_vector = {2, protected_acl};
+
+	if (session_auth == NULL || session_auth[0] == '\0')
+		return &ZOO_OPEN_ACL_UNSAFE;
+	protected_acl[0].perms = ZOO_PERM_ALL;
+	protected_acl[1].perms = ZOO_PERM_READ;
+	return &protected_vector;
+}
+
+static void
+auth_done(int rc, const void *data)
+{
+	if (rc != ZOK && rc != ZCLOSING)
+		zk_set_last_error("ZooKeeper refused zklock.auth: %s", zerror(rc));
+}
+
+/*
+ * Present zklock.auth to ZooKeeper.  Its value never goes to the log or to
+ * an error message.
+ */
+static void
+add_auth(void)
+{
+	const char *colon;
+
+	if (session_auth[0] == '\0')
+		return;
+	colon = strchr(session_auth, ':');
+	if (colon == NULL || colon == session_auth)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock.auth is not of the form user:password; connecting without authentication")));
+		session_auth[0] = '\0';
+		return;
+	}
+	(void) zoo_add_auth(zk_zh, "digest", session_auth, strlen(session_auth),
+						auth_done, NULL);
 }
 
 /* ---- opening and closing ---- */
@@ -229,6 +295,9 @@ open_handle(const clientid_t *cid)
 	if (session_hosts)
 		pfree(session_hosts);
 	session_hosts = MemoryContextStrdup(TopMemoryContext, zklock_hosts);
+	if (session_auth)
+		pfree(session_auth);
+	session_auth = MemoryContextStrdup(TopMemoryContext, zklock_auth);
 
 	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
 	zk_zh = zookeeper_init(session_hosts, session_watcher,
@@ -242,7 +311,9 @@ open_handle(const clientid_t *cid)
 		return;
 	}
 	zoo_set_log_callback(zk_zh, client_log);
-	zk_set_session_state(ZKS_CONNECTING, 0, 0);
+	if (cid == NULL)
+		add_auth();
+	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 }
 
 /*
@@ -297,18 +368,33 @@ session_restart(const char *why)
 	ereport(WARNING,
 			(errmsg("zklock lost ZooKeeper session 0x%llx: %s",
 					(unsigned long long) session_id, why)));
-	zk_set_session_state(ZKS_LOST, session_id, 0);
+	pg_atomic_fetch_add_u64(&zk_shared->n_session_losses, 1);
+	zk_set_last_error("session 0x%llx lost: %s",
+					  (unsigned long long) session_id, why);
+	zk_set_session_state(ZKS_LOST, session_id, 0, NULL);
 	zk_session_stop();
 	zk_engine_session_lost(why);
+	if (auth_failed)
+	{
+		/* retried only after a pause: the credentials will not improve */
+		auth_failed = false;
+		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+		return;
+	}
 	open_handle(NULL);
 }
 
-/* Settings were reloaded: move to the new ensemble if zklock.hosts changed. */
+/*
+ * Settings were reloaded: move to the new ensemble or identity if
+ * zklock.hosts or zklock.auth changed.
+ */
 void
 zk_session_reload(void)
 {
 	if (session_hosts && strcmp(session_hosts, zklock_hosts) != 0)
 		session_restart("zklock.hosts changed");
+	else if (session_auth && strcmp(session_auth, zklock_auth) != 0)
+		session_restart("zklock.auth changed");
 }
 
 /*

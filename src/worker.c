@@ -42,6 +42,7 @@ worker_exit(int code, Datum arg)
 	zk_shared->session_state = ZKS_CONNECTING;
 	zk_shared->session_id = 0;
 	zk_shared->session_timeout = 0;
+	zk_shared->server[0] = '\0';
 	LWLockRelease(zk_shared->lock);
 }
 

@@ -24,6 +24,7 @@ extern void zk_session_start(void);
 extern void zk_session_wait(void);
 extern void zk_session_stop(void);
 extern void zk_session_reload(void);
+extern struct ACL_vector *zk_session_acl(void);
 
 /* recipe.c: the engine, driven by the worker loop and the session */
 extern void zk_engine_init(void);

@@ -28,6 +28,7 @@ void		_PG_init(void);
 
 char	   *zklock_hosts = NULL;
 char	   *zklock_root = NULL;
+char	   *zklock_auth = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 int			zklock_max_locks = 1024;
@@ -72,6 +73,14 @@ zk_kind_name(ZkKind kind)
 	{
 		case ZK_KIND_LOCK:
 			return "lock";
+		case ZK_KIND_READ:
+			return "read lock";
+		case ZK_KIND_WRITE:
+			return "write lock";
+		case ZK_KIND_SEMAPHORE:
+			return "semaphore";
+		case ZK_KIND_SEMAPHORE_ENTRY:
+			return "semaphore entry lock";
 		case ZK_NUM_KINDS:
 			break;
 	}
@@ -111,6 +120,14 @@ _PG_init(void)
 							   PGC_POSTMASTER,
 							   0,
 							   zk_check_root, NULL, NULL);
+	DefineCustomStringVariable("zklock.auth",
+							   "ZooKeeper digest credentials (user:password) of the worker.",
+							   "When set, zklock's nodes can be changed by this identity only; everyone may read them.",
+							   &zklock_auth,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 	DefineCustomIntVariable("zklock.session_timeout",
 							"ZooKeeper session timeout requested by the worker.",
 							"The server clamps it to 2 to 20 times its tickTime.",

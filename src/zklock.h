@@ -16,6 +16,7 @@
  *	session.c	the ZooKeeper session: connect, states, recovery
  *	recipe.c	the lock engine and its recipe drivers (Curator's recipes)
  *	naming.c	lock names: validation, znode paths, protected node names
+ *	monitor.c	what a DBA sees: the zk_locks view and zk_status()
  *
  *-------------------------------------------------------------------------
  */
@@ -39,6 +40,7 @@
 /* settings (zklock.c) */
 extern char *zklock_hosts;
 extern char *zklock_root;
+extern char *zklock_auth;
 extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern int	zklock_max_locks;
@@ -50,10 +52,17 @@ extern int	zklock_max_locks;
 typedef enum ZkKind
 {
 	ZK_KIND_LOCK = 0,			/* exclusive lock (Curator InterProcessMutex) */
+	ZK_KIND_READ,				/* shared side of InterProcessReadWriteLock */
+	ZK_KIND_WRITE,				/* exclusive side of InterProcessReadWriteLock */
+	ZK_KIND_SEMAPHORE,			/* a lease of InterProcessSemaphoreV2 */
+	ZK_KIND_SEMAPHORE_ENTRY,	/* the semaphore's entry mutex (<name>/locks) */
 	ZK_NUM_KINDS
 } ZkKind;
 
 extern const char *zk_kind_name(ZkKind kind);
+
+/* recipe.c: the parent of a kind's nodes is <root>/<name><suffix> */
+extern const char *zk_kind_suffix(ZkKind kind);
 
 /* naming.c */
 extern void zk_check_name(const char *name);

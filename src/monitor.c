@@ -1,0 +1,189 @@
+/*-------------------------------------------------------------------------
+ *
+ * monitor.c
+ *	  What a DBA sees: the zk_locks view and zk_status().
+ *
+ * Both read the shared state of protocol.h: every entry of the instance
+ * (held, waiting, lost or being released) and the worker's session.  They
+ * copy what they need under the lock and build rows afterwards, so they
+ * never hold up the worker.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "protocol.h"
+
+static const char *const kind_labels[ZK_NUM_KINDS] = {
+	[ZK_KIND_LOCK] = "lock",
+	[ZK_KIND_READ] = "read",
+	[ZK_KIND_WRITE] = "write",
+	[ZK_KIND_SEMAPHORE] = "semaphore",
+	[ZK_KIND_SEMAPHORE_ENTRY] = "semaphore entry",
+};
+
+#define ZK_LOCKS_COLS 11
+
+/* One row of zk_locks for a copied entry and one of its scopes. */
+static void
+put_lock_row(ReturnSetInfo *rsinfo, ZkEntry *e, const char *scope, int count)
+{
+	Datum		values[ZK_LOCKS_COLS];
+	bool		nulls[ZK_LOCKS_COLS] = {0};
+	const char *state;
+	char	   *dbname = OidIsValid(e->database) ? get_database_name(e->database) : NULL;
+
+	if (e->released)
+		state = "releasing";
+	else if (e->state == ZKE_HELD)
+		state = "held";
+	else if (e->state == ZKE_LOST)
+		state = "lost";
+	else
+		state = "waiting";
+
+	values[0] = Int32GetDatum(e->owner_pid);
+	if (dbname)
+		values[1] = CStringGetTextDatum(dbname);
+	else
+		nulls[1] = true;
+	values[2] = CStringGetTextDatum(e->name);
+	values[3] = CStringGetTextDatum(kind_labels[e->kind]);
+	if (scope)
+	{
+		values[4] = CStringGetTextDatum(scope);
+		values[6] = Int32GetDatum(count);
+	}
+	else
+		nulls[4] = nulls[6] = true;
+	values[5] = CStringGetTextDatum(state);
+	if (e->state == ZKE_HELD && !e->released && e->token != 0)
+		values[7] = Int64GetDatum(e->token);
+	else
+		nulls[7] = true;
+	if (e->node[0])
+	{
+		char		path[ZK_PATH_MAX];
+		int			len = zk_parent_path(path, sizeof(path), e->name,
+										 zk_kind_suffix(e->kind));
+
+		snprintf(path + len, sizeof(path) - len, "/%s", e->node);
+		values[8] = CStringGetTextDatum(path);
+	}
+	else
+		nulls[8] = true;
+	values[9] = TimestampTzGetDatum(e->state == ZKE_HELD ? e->granted_at :
+									e->requested_at);
+	if (e->waiting_on[0] && e->state == ZKE_PENDING)
+		values[10] = CStringGetTextDatum(e->waiting_on);
+	else
+		nulls[10] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+PG_FUNCTION_INFO_V1(zk_locks_internal);
+Datum
+zk_locks_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkEntry    *copies;
+	int			n = 0;
+
+	zk_check_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	copies = palloc(sizeof(ZkEntry) * zk_shared->num_entries);
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	for (int i = 0; i < zk_shared->num_entries; i++)
+	{
+		ZkEntry    *e = ZK_ENTRY(i);
+
+		if (e->state != ZKE_FREE && e->state != ZKE_WOULD_BLOCK &&
+			e->state != ZKE_FAILED)
+			copies[n++] = *e;
+	}
+	LWLockRelease(zk_shared->lock);
+
+	for (int i = 0; i < n; i++)
+	{
+		ZkEntry    *e = &copies[i];
+
+		if (e->session_count > 0)
+			put_lock_row(rsinfo, e, "session", e->session_count);
+		if (e->xact_count > 0)
+			put_lock_row(rsinfo, e, "transaction", e->xact_count);
+		if (e->session_count == 0 && e->xact_count == 0)
+			put_lock_row(rsinfo, e, NULL, 0);	/* waiting or releasing */
+	}
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(zk_status);
+Datum
+zk_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[11];
+	bool		nulls[11] = {0};
+	ZkSessionState state;
+	int64		session_id;
+	int			timeout;
+	pid_t		worker_pid;
+	char		server[sizeof(zk_shared->server)];
+	char		last_error[sizeof(zk_shared->last_error)];
+	static const char *const state_names[] = {
+		[ZKS_CONNECTING] = "connecting",
+		[ZKS_CONNECTED] = "connected",
+		[ZKS_SUSPENDED] = "suspended",
+		[ZKS_LOST] = "lost",
+	};
+
+	zk_check_preloaded();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	state = zk_shared->session_state;
+	session_id = zk_shared->session_id;
+	timeout = zk_shared->session_timeout;
+	worker_pid = zk_shared->worker_pid;
+	strlcpy(server, zk_shared->server, sizeof(server));
+	strlcpy(last_error, zk_shared->last_error, sizeof(last_error));
+	LWLockRelease(zk_shared->lock);
+
+	values[0] = CStringGetTextDatum(worker_pid ? state_names[state] : "no worker");
+	if (session_id != 0)
+		values[1] = CStringGetTextDatum(psprintf("0x%llx",
+												 (unsigned long long) session_id));
+	else
+		nulls[1] = true;
+	if (server[0])
+		values[2] = CStringGetTextDatum(server);
+	else
+		nulls[2] = true;
+	if (timeout > 0)
+		values[3] = Int32GetDatum(timeout);
+	else
+		nulls[3] = true;
+	if (last_error[0])
+		values[4] = CStringGetTextDatum(last_error);
+	else
+		nulls[4] = true;
+	values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_requests));
+	values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_grants));
+	values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_timeouts));
+	values[8] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_reconnects));
+	values[9] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_session_losses));
+	if (worker_pid)
+		values[10] = Int32GetDatum(worker_pid);
+	else
+		nulls[10] = true;
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
