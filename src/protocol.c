@@ -171,6 +171,7 @@ zk_request(ZkKind kind, const char *name, bool nowait, int32 max_leases,
 	e->max_leases = max_leases;
 	strlcpy(e->skip_node, skip_node ? skip_node : "", sizeof(e->skip_node));
 	e->requested_at = now;
+	e->connect_timeout = zklock_connect_timeout;
 	e->connect_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
 	strlcpy(e->name, name, sizeof(e->name));
 	e->token = 0;
@@ -265,6 +266,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 		{
 			ZkEntryState state;
 			bool		connecting;
+			TimestampTz connect_deadline;
 			TimestampTz now;
 			long		wait_ms = 1000;
 
@@ -272,6 +274,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			state = e->state;
 			connecting = e->node[0] == '\0' &&
 				zk_shared->session_state != ZKS_CONNECTED;
+			connect_deadline = e->connect_deadline;
 			LWLockRelease(zk_shared->lock);
 
 			if (state == ZKE_HELD)
@@ -312,7 +315,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			}
 			if (connecting)
 			{
-				if (now >= e->connect_deadline)
+				if (now >= connect_deadline)
 				{
 					zk_give_up(id, generation);
 					ereport(ERROR,
@@ -322,7 +325,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 							 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms).",
 									   zklock_connect_timeout)));
 				}
-				wait_ms = Min(wait_ms, zk_ms_until(now, e->connect_deadline));
+				wait_ms = Min(wait_ms, zk_ms_until(now, connect_deadline));
 			}
 
 			(void) WaitLatch(MyLatch,

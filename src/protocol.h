@@ -55,6 +55,7 @@ typedef struct ZkEntry
 	int32		max_leases;		/* semaphore: leases allowed at once */
 	char		skip_node[ZK_NODE_MAX]; /* a node of ours not to wait for */
 	TimestampTz requested_at;
+	int			connect_timeout;	/* zklock.connect_timeout of the requester */
 	TimestampTz connect_deadline;	/* fail if no session by then */
 	char		name[ZK_NAME_MAX + 1];
 

@@ -31,6 +31,7 @@
 #include "postgres.h"
 
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "protocol.h"
 #include "worker.h"
@@ -612,8 +613,16 @@ zk_engine_session_lost(const char *why)
 		op->watch_seq++;
 		if (state == ZKE_PENDING)
 		{
+			/* start over; the new session gets the usual time to connect */
 			op->phase = OP_START;
-			set_node(e, "", 0);
+			LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+			e->node[0] = '\0';
+			e->waiting_on[0] = '\0';
+			e->token = 0;
+			e->connect_deadline =
+				TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											e->connect_timeout);
+			LWLockRelease(zk_shared->lock);
 			continue;
 		}
 		op->phase = OP_GONE;

@@ -49,6 +49,7 @@ use Cwd qw(abs_path);
 use File::Basename qw(basename dirname);
 use File::Temp;
 use IPC::Run;
+use Scalar::Util qw(weaken);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -60,7 +61,8 @@ our $ZK_SCRIPT = abs_path(dirname(abs_path(__FILE__)) . '/../zk');
 # The Python that has kazoo (on Debian: python3-kazoo).
 our $PYTHON = $ENV{ZKLOCK_TEST_PYTHON} // '/usr/bin/python3';
 
-# Harnesses started by this process, stopped in END at the latest.
+# Harnesses started by this process (weak references), stopped in END at the
+# latest.
 my @harnesses;
 
 # Run test/zk with the given arguments; return its output without the final
@@ -121,6 +123,7 @@ sub zk_start
 		stopped => 0,
 	}, 'ZkLockTest::ZooKeeper';
 	push @harnesses, $self;
+	weaken($harnesses[-1]);
 	note "ZooKeeper ($nodes node(s)) at $connect, state in $dir";
 	return $self;
 }
@@ -130,7 +133,7 @@ END
 	# keep the test's exit status: Test::More and PostgreSQL::Test::Utils
 	# look at $? after us
 	local $?;
-	foreach my $zk (@harnesses)
+	foreach my $zk (grep { defined } @harnesses)
 	{
 		eval { $zk->stop if $zk->{owner} == $$; };
 		diag "stopping ZooKeeper in $zk->{dir}: $@" if $@;
@@ -344,6 +347,8 @@ Returns 1; dies after C<$PostgreSQL::Test::Utils::timeout_default> seconds.
 sub wait_for_extension_wait
 {
 	my ($node, $who) = @_;
+	croak 'wait_for_extension_wait needs a pid or an application_name'
+	  unless defined $who && $who ne '';
 	my $which =
 	  $who =~ /^\d+$/
 	  ? "pid = $who"
