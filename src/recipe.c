@@ -398,7 +398,15 @@ children_done(int rc, const struct String_vector *children, const void *data)
 	else if (rc == ZNONODE && op->phase == OP_UNKNOWN)
 		op->phase = OP_START;	/* parent gone, so our node never was */
 	else if (rc == ZNONODE && op->phase == OP_EXISTS)
-		op->need_eval = true;	/* parent gone: evaluate() will say so */
+	{
+		/* the parent is gone, so our node went with it */
+		struct String_vector none = {0, NULL};
+
+		if (e->state == ZKE_PENDING && !e->released)
+			evaluate(id, &none);
+		else
+			op->phase = OP_GONE;
+	}
 
 	if (completed(id, rc))
 		advance(id);
