@@ -70,6 +70,7 @@ zk_shmem_startup(void)
 		pg_atomic_init_u64(&zk_shared->n_reconnects, 0);
 		pg_atomic_init_u64(&zk_shared->n_session_losses, 0);
 		dlist_init(&zk_shared->free_entries);
+		ConditionVariableInit(&zk_shared->entry_freed);
 		dlist_init(&zk_shared->queue);
 		zk_shared->num_entries = zklock_max_locks;
 		for (int i = 0; i < zklock_max_locks; i++)
@@ -148,16 +149,37 @@ zk_request(ZkKind kind, const char *name, bool nowait, int32 max_leases,
 		exit_hook_registered = true;
 	}
 
-	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
-	if (dlist_is_empty(&zk_shared->free_entries))
+	/*
+	 * When the pool is exhausted only because entries given up a moment ago
+	 * still wait for their node's deletion, wait for those (no longer than
+	 * zklock.connect_timeout); otherwise the limit is reached.
+	 */
+	for (;;)
 	{
+		bool		releasing = false;
+
+		LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+		if (!dlist_is_empty(&zk_shared->free_entries))
+			break;
+		for (int i = 0; i < zk_shared->num_entries && !releasing; i++)
+			releasing = ZK_ENTRY(i)->released;
 		LWLockRelease(zk_shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many zklock locks and requests in this instance"),
-				 errhint("Increase zklock.max_locks (currently %d).",
-						 zklock_max_locks)));
+
+		if (!releasing ||
+			TimestampDifferenceExceeds(now, GetCurrentTimestamp(),
+									   zklock_connect_timeout))
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many zklock locks and requests in this instance"),
+					 errhint("Increase zklock.max_locks (currently %d).",
+							 zklock_max_locks)));
+		}
+		(void) ConditionVariableTimedSleep(&zk_shared->entry_freed, 100,
+										   PG_WAIT_EXTENSION);
 	}
+	ConditionVariableCancelSleep();
 	e = dlist_container(ZkEntry, link,
 						dlist_pop_head_node(&zk_shared->free_entries));
 	e->generation++;
@@ -484,6 +506,7 @@ zk_free_entry(int id)
 	e->owner_pid = 0;
 	dlist_push_head(&zk_shared->free_entries, &e->link);
 	LWLockRelease(zk_shared->lock);
+	ConditionVariableBroadcast(&zk_shared->entry_freed);
 }
 
 /* Publish the session state; wakes every waiting backend. */

@@ -23,6 +23,7 @@
 
 #include "lib/ilist.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 
@@ -100,6 +101,7 @@ typedef struct ZkShared
 	pg_atomic_uint64 n_reconnects;
 	pg_atomic_uint64 n_session_losses;
 	dlist_head	free_entries;
+	ConditionVariable entry_freed;	/* signalled when an entry is freed */
 	dlist_head	queue;			/* entries the worker must look at */
 	int			num_entries;
 	ZkEntry		entries[FLEXIBLE_ARRAY_MEMBER];
