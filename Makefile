@@ -32,13 +32,13 @@ SHLIB_LINK = -lzookeeper_st
 ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
 REGRESS = setup names acquire xact rwlock semaphore multilock monitor
 REGRESS_OPTS = --temp-config=$(ZKLOCK_REGRESS_CONF) \
-	--temp-instance=$(CURDIR)/tmp_check/regress-instance
+	--temp-instance=$(CURDIR)/tmp_regress
 
 TAP_TESTS = 1
 PROVE_TESTS = $(or $(ZKLOCK_TAP_TESTS),test/t/*.pl)
 override PROVE_FLAGS += -I $(srcdir)/test/perl
 
-EXTRA_CLEAN = tmp_check results regression.diffs regression.out log
+EXTRA_CLEAN = tmp_regress tmp_check results regression.diffs regression.out log
 
 # Debian's PGXS would also build LLVM bitcode; zklock has nothing to JIT.
 override with_llvm = no

@@ -371,7 +371,8 @@ sub wait_for_extension_wait
 =item ZkLockTest::zk_children($zk, $path)
 
 Sorted names of the children of znode C<$path> (empty list when it does not
-exist), read with kazoo.  C<$zk> is a harness or a connect string.
+exist), read with kazoo; in scalar context their number.  C<$zk> is a harness
+or a connect string.
 
 =cut
 
@@ -386,14 +387,17 @@ try:
 except NoNodeError:
     pass
 }, $path);
-	return sort split /\n/, $out;
+	# an array, so that a scalar context gets the number of children
+	my @children = sort split /\n/, $out;
+	return @children;
 }
 
 =pod
 
 =item ZkLockTest::zk_python($zk, $code, @args)
 
-Runs Python code with a started kazoo client in C<zk>, the extra arguments
+Runs Python code with a started kazoo client in C<zk> (connected to the
+harness's nodes that are neither stopped nor paused), the extra arguments
 in the list C<args>, and C<KazooClient>, C<NoNodeError> and
 C<NodeExistsError> imported; returns what it prints.  Dies when it fails.
 Handy for playing a foreign client, e.g.
@@ -404,7 +408,7 @@ C<zk.create('/zklock/a/_c_x-lock-', ephemeral=True, sequence=True)>.
 sub zk_python
 {
 	my ($zk, $code, @args) = @_;
-	my $hosts = ref $zk ? $zk->connect : $zk;
+	my $hosts = ref $zk ? _observer_hosts($zk) : $zk;
 	# The caller's code runs through exec(), dedented, so it may be written
 	# with any common indentation.
 	my $wrapper = <<'PY';
@@ -427,6 +431,18 @@ PY
 		'<', '/dev/null', '>', \$out, '2>', \$err)
 	  or croak "kazoo script failed: $err";
 	return $out;
+}
+
+# Connect string of the harness's nodes that run and are not paused (kazoo
+# would lose seconds on a paused one); all of them if none is.
+sub _observer_hosts
+{
+	my ($zk) = @_;
+	my @up =
+	  map { "127.0.0.1:$_->[1]" }
+	  grep { $_->[2] eq 'running' }
+	  map { [ split ' ' ] } split /\n/, $zk->status;
+	return @up ? join(',', @up) : $zk->connect;
 }
 
 =pod
