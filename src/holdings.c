@@ -125,10 +125,11 @@ publish_counts(ZkHolding *h, int id, uint32 generation)
 
 /*
  * Remove acquisition i; hand its node back to the worker unless another
- * acquisition still uses it.  The holding goes when it has none left.
- * Never throws: it runs in abort callbacks.
+ * acquisition still uses it.  The holding goes when it has none left: then
+ * returns true, and h must not be used any more.  Never throws: it runs in
+ * abort callbacks.
  */
-static void
+static bool
 remove_acq(ZkHolding *h, int i)
 {
 	ZkAcq		a = h->acqs[i];
@@ -143,11 +144,11 @@ remove_acq(ZkHolding *h, int i)
 		publish_counts(h, a.id, a.generation);
 	else
 		zk_give_up(a.id, a.generation);
-	if (h->nacqs == 0)
-	{
-		pfree(h->acqs);
-		hash_search(holdings, &h->key, HASH_REMOVE, NULL);
-	}
+	if (h->nacqs > 0)
+		return false;
+	pfree(h->acqs);
+	hash_search(holdings, &h->key, HASH_REMOVE, NULL);
+	return true;
 }
 
 static void
@@ -212,12 +213,8 @@ check_holding(ZkHolding *h, bool *all_held, int64 *token)
 							h->key.name),
 					 errdetail("Its ZooKeeper session ended, so another client may have held it since.")));
 		warned = true;
-		if (h->nacqs == 1)
-		{
-			remove_acq(h, i);
+		if (remove_acq(h, i))
 			return NULL;
-		}
-		remove_acq(h, i);
 	}
 	if (token)
 		(void) zk_entry_state(h->acqs[h->nacqs - 1].id,
@@ -413,8 +410,8 @@ zk_hold_release_last(ZkKind kind, const char *name)
 {
 	ZkHolding  *h = lookup(kind, name);
 
-	if (h != NULL && h->nacqs > 0)
-		remove_acq(h, h->nacqs - 1);
+	if (h != NULL)
+		(void) remove_acq(h, h->nacqs - 1);
 }
 
 /*
@@ -440,7 +437,7 @@ zk_hold_release(ZkKind kind, const char *name)
 				 h ? errhint("Transaction-scope locks are released when the transaction ends.") : 0));
 		return false;
 	}
-	remove_acq(h, i);
+	(void) remove_acq(h, i);
 	return true;
 }
 
@@ -466,15 +463,11 @@ zk_hold_release_all(void)
 
 		if (check_holding(h, &all_held, NULL) == NULL)
 			continue;
-		while (h->nacqs > 0 && (i = last_session_acq(h)) >= 0)
+		while ((i = last_session_acq(h)) >= 0)
 		{
 			any = true;
-			if (h->nacqs == 1)
-			{
-				remove_acq(h, i);
+			if (remove_acq(h, i))
 				break;
-			}
-			remove_acq(h, i);
 		}
 		if (any)
 			n++;
@@ -518,12 +511,8 @@ release_xact(SubTransactionId from)
 		{
 			if (h->acqs[i].subid == SESSION_SCOPE || h->acqs[i].subid < from)
 				continue;
-			if (h->nacqs == 1)
-			{
-				remove_acq(h, i);
+			if (remove_acq(h, i))
 				break;
-			}
-			remove_acq(h, i);
 		}
 	}
 }
