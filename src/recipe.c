@@ -116,6 +116,7 @@ typedef struct ZkOp
 	bool		need_eval;		/* list children and decide again */
 	bool		need_token;		/* our node's czxid is not known yet */
 	int			parent_tries;	/* parent re-creations for this request */
+	int			parent_error;	/* ZooKeeper's refusal to create a parent */
 	uint32		watch_seq;		/* tags the current watch; old ones ignored */
 	char		prefix[48];		/* protected prefix "_c_<uuid>-" */
 } ZkOp;
@@ -199,10 +200,17 @@ parent_done(int rc, const char *value, const void *data)
 
 	if (rc != ZOK && rc != ZNODEEXISTS && rc != ZCLOSING &&
 		!is_connection_loss(rc))
-		elog(LOG, "zklock: could not create parent of \"%s\": %s",
-			 ZK_ENTRY(id)->name, zerror(rc));
+		ops[id].parent_error = rc;
 	if (completed(id, rc))
 		advance(id);
+}
+
+/* The SQLSTATE for a request ZooKeeper refused with rc. */
+static int
+refusal_errcode(int rc)
+{
+	return rc == ZNOAUTH ? ERRCODE_INSUFFICIENT_PRIVILEGE :
+		ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
 }
 
 static void
@@ -230,9 +238,8 @@ create_done(int rc, const char *path, const struct Stat *stat,
 	else if (rc != ZCLOSING)
 	{
 		op->phase = OP_GONE;
-		zk_set_outcome(id, ZKE_FAILED, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-					   "ZooKeeper refused to create a node under \"%s\": %s",
-					   e->name, zerror(rc));
+		zk_set_outcome(id, ZKE_FAILED, refusal_errcode(rc),
+					   "ZooKeeper refused to create its node: %s", zerror(rc));
 	}
 	if (completed(id, rc))
 		advance(id);
@@ -541,7 +548,14 @@ advance(int id)
 			send_create(id, false);
 			break;
 		case OP_NEED_PARENTS:
-			if (++op->parent_tries > MAX_PARENT_TRIES)
+			if (op->parent_error != ZOK)
+			{
+				op->phase = OP_GONE;
+				zk_set_outcome(id, ZKE_FAILED, refusal_errcode(op->parent_error),
+							   "ZooKeeper refused to create its parent nodes: %s",
+							   zerror(op->parent_error));
+			}
+			else if (++op->parent_tries > MAX_PARENT_TRIES)
 			{
 				op->phase = OP_GONE;
 				zk_set_outcome(id, ZKE_FAILED, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,

@@ -46,6 +46,7 @@
 #include "storage/latch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "postmaster/postmaster.h"
 
 #include "protocol.h"
 #include "worker.h"
@@ -86,6 +87,12 @@ client_log(const char *message)
 
 /* ---- the session file ---- */
 
+/*
+ * The file names the postmaster it belongs to (pid and start time, which a
+ * crash restart keeps), so that a copy of the data directory — a base
+ * backup for a standby, a clone — never ends the session of the instance it
+ * was copied from.
+ */
 static void
 write_session_file(const clientid_t *cid)
 {
@@ -101,7 +108,8 @@ write_session_file(const clientid_t *cid)
 				 errmsg("could not write file \"%s\": %m", tmp)));
 		return;
 	}
-	fprintf(f, "%llx\n", (unsigned long long) cid->client_id);
+	fprintf(f, "%d %lld\n%llx\n", (int) PostmasterPid, (long long) PgStartTime,
+			(unsigned long long) cid->client_id);
 	for (int i = 0; i < (int) sizeof(cid->passwd); i++)
 		fprintf(f, "%02x", (unsigned char) cid->passwd[i]);
 	fprintf(f, "\n");
@@ -113,17 +121,20 @@ write_session_file(const clientid_t *cid)
 		(void) durable_rename(tmp, SESSION_FILE, LOG);
 }
 
+/* Read the session left by this postmaster's previous worker, if any. */
 static bool
 read_session_file(clientid_t *cid)
 {
 	FILE	   *f = AllocateFile(SESSION_FILE, PG_BINARY_R);
+	int			pid;
+	long long	started;
 	unsigned long long id;
 	bool		ok;
 
 	if (f == NULL)
 		return false;
 	memset(cid, 0, sizeof(*cid));
-	ok = fscanf(f, "%llx", &id) == 1;
+	ok = fscanf(f, "%d %lld %llx", &pid, &started, &id) == 3;
 	for (int i = 0; ok && i < (int) sizeof(cid->passwd); i++)
 	{
 		unsigned int b;
@@ -133,6 +144,14 @@ read_session_file(clientid_t *cid)
 	}
 	FreeFile(f);
 	cid->client_id = (int64) id;
+	if (ok && (pid != (int) PostmasterPid || started != (long long) PgStartTime))
+	{
+		/* another postmaster's (or a copy's): not ours to end */
+		ereport(DEBUG1,
+				(errmsg("zklock ignores \"%s\" of another postmaster",
+						SESSION_FILE)));
+		ok = false;
+	}
 	return ok && id != 0;
 }
 

@@ -34,6 +34,7 @@ int			zklock_connect_timeout = 5000;
 int			zklock_max_locks = 1024;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void
@@ -50,6 +51,21 @@ zklock_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	zk_shmem_startup();
+}
+
+/*
+ * On reload PostgreSQL logs every changed setting with its new value; for
+ * zklock.auth that value is a password.  Keep the line, drop the value.
+ */
+static void
+zklock_emit_log(ErrorData *edata)
+{
+	if (edata->message_id != NULL &&
+		strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0 &&
+		edata->message != NULL && strstr(edata->message, "\"zklock.auth\"") != NULL)
+		edata->message = pstrdup("parameter \"zklock.auth\" changed");
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
 }
 
 /*
@@ -145,6 +161,9 @@ _PG_init(void)
 							0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("zklock");
+
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = zklock_emit_log;
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = zklock_shmem_request;
