@@ -1,0 +1,418 @@
+# ZkFault.pm
+#    Helpers for zklock's fault-injection TAP tests (test/t/060_faults.pl,
+#    070_ensemble.pl, 080_mutex_checker.pl, 090_soak.pl): signals to
+#    processes, ZooKeeper restarts that wait by polling, the whole znode tree
+#    under a path, ZooKeeper's session and watch tables, zk_status() as a
+#    hash, a process's resident memory.  Documentation: POD below.
+
+=pod
+
+=head1 NAME
+
+ZkFault - fault injection and inspection helpers for zklock's TAP tests
+
+=head1 SYNOPSIS
+
+  use ZkLockTest;
+  use ZkLockTest::Session qw(poll_until);
+  use ZkFault qw(sqlstate zk_status_of signal_process zk_tree);
+
+  my $st = zk_status_of($node);       # {state => 'connected', ...}
+  signal_process($st->{worker_pid}, 'STOP');
+  ...
+  signal_process($st->{worker_pid}, 'CONT');
+  my @left = grep { $_->{ephemeral} } zk_tree($zk, '/zklock');
+
+=head1 FUNCTIONS
+
+=over
+
+=cut
+
+package ZkFault;
+
+use strict;
+use warnings;
+
+use Carp;
+use Exporter 'import';
+use Time::HiRes;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use ZkLockTest;
+use ZkLockTest::Session qw(poll_until);
+
+our @EXPORT_OK = qw(
+  sqlstate zk_status_of poll_status signal_process process_state
+  wait_process_state zk_tree zk_lock_nodes zk_exists children_become
+  zk_restart_node zk_wait_serving zk_session_alive zk_watch_count
+  zk_mntr rss_kb poll_session wait_waiting);
+
+=pod
+
+=item sqlstate($stderr)
+
+The SQLSTATE of the first ERROR or FATAL in psql's verbose error output
+(C<VERBOSITY=verbose>), or C<(none)>.
+
+=cut
+
+sub sqlstate
+{
+	my ($err) = @_;
+	return '(none)' unless defined $err;
+	return $err =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/ ? $1 : '(none)';
+}
+
+=pod
+
+=item zk_status_of($node_or_session)
+
+zk_status() of an instance as a hash reference (state, session_id, server,
+session_timeout_ms, last_error, requests, grants, timeouts, reconnects,
+session_losses, worker_pid; NULLs as empty strings).  Takes a
+PostgreSQL::Test::Cluster (a new connection) or an open
+ZkLockTest::Session (cheaper when polled).
+
+=cut
+
+my @STATUS_COLS = qw(state session_id server session_timeout_ms requests
+  grants timeouts reconnects session_losses worker_pid);
+
+sub zk_status_of
+{
+	my ($who) = @_;
+	my $sql = 'SELECT ' . join(', ', @STATUS_COLS) . ' FROM zk_status()';
+	my $out;
+	if ($who->isa('ZkLockTest::Session'))
+	{
+		$out = $who->query_ok($sql);
+	}
+	else
+	{
+		$out = $who->safe_psql('postgres', $sql);
+	}
+	my @v = split /\|/, $out, -1;
+	my %h;
+	@h{@STATUS_COLS} = @v;
+	return \%h;
+}
+
+=pod
+
+=item poll_status($who, $code, timeout => secs)
+
+Polls zk_status_of($who) every 0.1 s until C<< $code->($status) >> is true;
+returns the last status when it was, undef when time ran out (default 60 s).
+
+=cut
+
+sub poll_status
+{
+	my ($who, $code, %opts) = @_;
+	my $st;
+	my $ok = poll_until(
+		sub {
+			$st = eval { zk_status_of($who) };
+			return $st && $code->($st);
+		},
+		timeout => $opts{timeout} // 60);
+	return $ok ? $st : undef;
+}
+
+=pod
+
+=item poll_session($session, $sql, $want, timeout => secs)
+
+Runs C<$sql> in an open ZkLockTest::Session every 0.1 s until it prints
+C<$want> with nothing on standard error; returns true when it did, false
+after the timeout (default 60 s).
+
+=cut
+
+sub poll_session
+{
+	my ($s, $sql, $want, %opts) = @_;
+	return poll_until(
+		sub {
+			my ($out, $err) = $s->query($sql);
+			return defined $out && $out eq $want && $err eq '';
+		},
+		timeout => $opts{timeout} // 60);
+}
+
+=pod
+
+=item wait_waiting($node, $session, $zk, $path, $n)
+
+Waits until C<$session> waits in a zklock acquisition and the znode C<$path>
+has C<$n> children; returns the list of children.
+
+=cut
+
+sub wait_waiting
+{
+	my ($node, $s, $zk, $path, $n) = @_;
+	ZkLockTest::wait_for_extension_wait($node, $s->pid);
+	return children_become($zk, $path, $n);
+}
+
+=pod
+
+=item process_state($pid)
+
+One-letter state of a process (R, S, D, T, Z, ...), undef when it is gone.
+
+=item signal_process($pid, $sig)
+
+Sends the signal; for STOP waits until the process is stopped (state T),
+for CONT until it is not.
+
+=item wait_process_state($pid, $code, timeout => secs)
+
+Polls until C<< $code->(process_state($pid)) >> is true.
+
+=cut
+
+sub process_state
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/stat" or return undef;
+	my $stat = <$fh>;
+	close $fh;
+	return undef unless defined $stat && $stat =~ /\)\s+(\S)/;
+	return $1;
+}
+
+sub wait_process_state
+{
+	my ($pid, $code, %opts) = @_;
+	return poll_until(sub { $code->(process_state($pid)) },
+		timeout => $opts{timeout} // 30, interval => 0.01);
+}
+
+sub signal_process
+{
+	my ($pid, $sig) = @_;
+	croak "no pid" unless defined $pid && $pid =~ /^\d+$/;
+	kill($sig, $pid) or croak "kill $sig $pid: $!";
+	if ($sig eq 'STOP')
+	{
+		wait_process_state($pid, sub { ($_[0] // '') eq 'T' })
+		  or croak "process $pid did not stop";
+	}
+	elsif ($sig eq 'CONT')
+	{
+		wait_process_state($pid, sub { ($_[0] // 'gone') ne 'T' })
+		  or croak "process $pid did not continue";
+	}
+	return;
+}
+
+=pod
+
+=item zk_tree($zk, $path)
+
+Every znode below C<$path> (not C<$path> itself), depth first, as hash
+references { path, ephemeral (owner session as 0x... or ''), children
+(number of children) }.  Empty when C<$path> does not exist.
+
+=cut
+
+sub zk_tree
+{
+	my ($zk, $path) = @_;
+	my $out = ZkLockTest::zk_python(
+		$zk, q{
+def walk(p):
+    try:
+        kids = zk.get_children(p)
+    except NoNodeError:
+        return
+    for k in sorted(kids):
+        c = p.rstrip('/') + '/' + k
+        try:
+            data, st = zk.get(c)
+        except NoNodeError:
+            continue
+        print('%s\t%s\t%d' % (c, hex(st.ephemeralOwner) if st.ephemeralOwner else '', st.numChildren))
+        walk(c)
+walk(args[0])
+}, $path);
+	my @nodes;
+	foreach my $line (split /\n/, $out)
+	{
+		my ($p, $eph, $n) = split /\t/, $line;
+		push @nodes, { path => $p, ephemeral => $eph // '', children => $n // 0 };
+	}
+	return @nodes;
+}
+
+=pod
+
+=item zk_lock_nodes($zk, $path)
+
+Paths of the ephemeral nodes below C<$path> (what a holder or waiter
+leaves), sorted.
+
+=cut
+
+sub zk_lock_nodes
+{
+	my ($zk, $path) = @_;
+	return sort map { $_->{path} } grep { $_->{ephemeral} ne '' } zk_tree($zk, $path);
+}
+
+=pod
+
+=item zk_exists($zk, $path)
+
+Whether the znode exists.
+
+=cut
+
+sub zk_exists
+{
+	my ($zk, $path) = @_;
+	my $out = ZkLockTest::zk_python($zk,
+		q{print('yes' if zk.exists(args[0]) else 'no')}, $path);
+	chomp $out;
+	return $out eq 'yes';
+}
+
+=pod
+
+=item children_become($zk, $path, $want, timeout => secs)
+
+Polls the children of C<$path> until they are exactly C<@$want> (an array
+reference) or, given a number, that many; returns the last listing.
+
+=cut
+
+sub children_become
+{
+	my ($zk, $path, $want, %opts) = @_;
+	my @c;
+	poll_until(
+		sub {
+			@c = ZkLockTest::zk_children($zk, $path);
+			return ref $want ? "@c" eq "@{[ sort @$want ]}" : @c == $want;
+		},
+		timeout => $opts{timeout} // 30);
+	return @c;
+}
+
+=pod
+
+=item zk_wait_serving($zk, $i, timeout => secs)
+
+Polls node C<$i> with C<srvr> until it serves (standalone, leader or
+follower); returns true when it does.
+
+=item zk_restart_node($zk, $i)
+
+Starts a stopped node C<$i> again and waits until it serves.  (Not
+C<start_node>'s own wait: test/zk can mistake the moment before the exec of
+java for a JVM that died.)
+
+=cut
+
+sub zk_wait_serving
+{
+	my ($zk, $i, %opts) = @_;
+	return poll_until(
+		sub { $zk->four($i, 'srvr') =~ /^Mode: (standalone|leader|follower)/m },
+		timeout => $opts{timeout} // 60);
+}
+
+sub zk_restart_node
+{
+	my ($zk, $i) = @_;
+	$zk->start_node($i, wait => 0);
+	zk_wait_serving($zk, $i) or croak "ZooKeeper node $i does not serve again";
+	return;
+}
+
+=pod
+
+=item zk_session_alive($zk, $i, $session_id)
+
+Whether ZooKeeper node C<$i> (the leader, or the standalone server) still
+tracks session C<$session_id> (as zk_status() prints it, 0x...), from the
+C<dump> four-letter word.
+
+=cut
+
+sub zk_session_alive
+{
+	my ($zk, $i, $sid) = @_;
+	my $dump = $zk->four($i, 'dump');
+	my ($tracker) = $dump =~ /^SessionTracker dump:\n(.*?)^ephemeral nodes dump:/ms;
+	croak "no session dump from node $i: $dump" unless defined $tracker;
+	return $tracker =~ /^\s*\Q$sid\E\s*$/m ? 1 : 0;
+}
+
+=pod
+
+=item zk_watch_count($zk, $i)
+
+Total watches of node C<$i>, from C<wchs>.
+
+=item zk_mntr($zk, $i)
+
+C<mntr> of node C<$i> as a hash reference (zk_znode_count,
+zk_ephemerals_count, zk_watch_count, ...).
+
+=cut
+
+sub zk_watch_count
+{
+	my ($zk, $i) = @_;
+	my $out = $zk->four($i, 'wchs');
+	croak "no answer to wchs from node $i" unless $out =~ /Total watches:\s*(\d+)/;
+	return $1;
+}
+
+sub zk_mntr
+{
+	my ($zk, $i) = @_;
+	my %h;
+	foreach my $line (split /\n/, $zk->four($i, 'mntr'))
+	{
+		$h{$1} = $2 if $line =~ /^(\S+)\s+(.*)$/;
+	}
+	return \%h;
+}
+
+=pod
+
+=item rss_kb($pid)
+
+VmRSS of a process in kB, from /proc/<pid>/status.
+
+=cut
+
+sub rss_kb
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/status" or croak "no process $pid: $!";
+	while (<$fh>)
+	{
+		if (/^VmRSS:\s+(\d+)\s+kB/)
+		{
+			close $fh;
+			return $1;
+		}
+	}
+	close $fh;
+	croak "no VmRSS for process $pid";
+}
+
+=pod
+
+=back
+
+=cut
+
+1;
