@@ -61,7 +61,8 @@ static bool end_old_now = false;
 static TimestampTz end_old_deadline = 0;
 static int64 session_id = 0;
 static char *session_hosts = NULL;	/* zklock.hosts the session uses */
-static char *session_auth = NULL;	/* zklock.auth the session uses */
+static char *session_auth = NULL;	/* zklock.auth the session was given */
+static bool authenticated = false;	/* session_auth was usable and sent */
 static TimestampTz confirmed_at = 0;
 static TimestampTz next_probe_at = 0;
 static const char *lost_reason = NULL;	/* set by the watcher, acted on later */
@@ -265,7 +266,7 @@ zk_session_acl(void)
 	};
 	static struct ACL_vector protected_vector = {2, protected_acl};
 
-	if (session_auth == NULL || session_auth[0] == '\0')
+	if (!authenticated)
 		return &ZOO_OPEN_ACL_UNSAFE;
 	protected_acl[0].perms = ZOO_PERM_ALL;
 	protected_acl[1].perms = ZOO_PERM_READ;
@@ -288,6 +289,7 @@ add_auth(void)
 {
 	const char *colon;
 
+	authenticated = false;
 	if (session_auth[0] == '\0')
 		return;
 	colon = strchr(session_auth, ':');
@@ -296,11 +298,10 @@ add_auth(void)
 		ereport(WARNING,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock.auth is not of the form user:password; connecting without authentication")));
-		session_auth[0] = '\0';
 		return;
 	}
-	(void) zoo_add_auth(zk_zh, "digest", session_auth, strlen(session_auth),
-						auth_done, NULL);
+	authenticated = zoo_add_auth(zk_zh, "digest", session_auth,
+								 strlen(session_auth), auth_done, NULL) == ZOK;
 }
 
 /* ---- opening and closing ---- */
