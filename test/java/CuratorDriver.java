@@ -1,0 +1,189 @@
+/*
+ * CuratorDriver.java
+ *    A peer for zklock's interoperability test (test/t/050_interop.pl):
+ *    Apache Curator's lock recipes, driven line by line on standard input.
+ *
+ * Usage: java -cp <curator and zookeeper jars>:<dir> CuratorDriver CONNECT
+ *
+ * Prints "ready" once its session is connected.  Then every input line is
+ * "TAG COMMAND [ARGS]" and gets exactly one answer line "TAG RESULT", where
+ * RESULT is "ok", "timeout" or "error <exception>".  Each TAG is one holder:
+ * its commands run one after another on the tag's own thread (Curator's
+ * mutexes belong to the thread that acquired them), while commands of
+ * different tags run concurrently, so a blocked acquire of one tag does not
+ * hold up the others.  TIMEOUT_MS < 0 waits without limit.
+ *
+ *   TAG mutex-acquire PATH TIMEOUT_MS     InterProcessMutex(PATH)
+ *   TAG mutex-release
+ *   TAG read-acquire PATH TIMEOUT_MS      InterProcessReadWriteLock(PATH)
+ *   TAG read-release                          .readLock()
+ *   TAG write-acquire PATH TIMEOUT_MS         .writeLock()
+ *   TAG write-release
+ *   TAG sem-acquire PATH MAX TIMEOUT_MS   InterProcessSemaphoreV2(PATH, MAX)
+ *   TAG sem-release                       return the tag's lease
+ *   quit                                  close the session and exit
+ *
+ * End of input counts as quit.  Answers "TAG error ..." for a release
+ * without a holding.
+ */
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+
+public class CuratorDriver
+{
+	private static CuratorFramework client;
+
+	/* one thread per tag */
+	private static final Map<String, ExecutorService> threads = new HashMap<>();
+
+	/* what each tag holds (touched only by the tag's thread) */
+	private static final Map<String, InterProcessLock> locks =
+		new java.util.concurrent.ConcurrentHashMap<>();
+	private static final Map<String, Lease> leases =
+		new java.util.concurrent.ConcurrentHashMap<>();
+
+	private static synchronized void answer(String line)
+	{
+		System.out.println(line);
+		System.out.flush();
+	}
+
+	/* acquire with TIMEOUT_MS semantics; true when held */
+	private static boolean acquire(InterProcessLock lock, long ms) throws Exception
+	{
+		if (ms < 0)
+		{
+			lock.acquire();
+			return true;
+		}
+		return lock.acquire(ms, TimeUnit.MILLISECONDS);
+	}
+
+	private static String run(String tag, String[] w) throws Exception
+	{
+		switch (w[1])
+		{
+			case "mutex-acquire":
+			{
+				InterProcessMutex m = new InterProcessMutex(client, w[2]);
+				if (!acquire(m, Long.parseLong(w[3])))
+					return "timeout";
+				locks.put(tag + "/mutex", m);
+				return "ok";
+			}
+			case "read-acquire":
+			case "write-acquire":
+			{
+				InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, w[2]);
+				boolean read = w[1].startsWith("read");
+				InterProcessLock l = read ? rw.readLock() : rw.writeLock();
+				if (!acquire(l, Long.parseLong(w[3])))
+					return "timeout";
+				locks.put(tag + (read ? "/read" : "/write"), l);
+				return "ok";
+			}
+			case "mutex-release":
+			case "read-release":
+			case "write-release":
+			{
+				String key = tag + "/" + w[1].substring(0, w[1].indexOf('-'));
+				InterProcessLock l = locks.remove(key);
+				if (l == null)
+					return "error nothing held";
+				l.release();
+				return "ok";
+			}
+			case "sem-acquire":
+			{
+				InterProcessSemaphoreV2 s =
+					new InterProcessSemaphoreV2(client, w[2], Integer.parseInt(w[3]));
+				long ms = Long.parseLong(w[4]);
+				Lease lease = ms < 0 ? s.acquire() : s.acquire(ms, TimeUnit.MILLISECONDS);
+				if (lease == null)
+					return "timeout";
+				leases.put(tag, lease);
+				return "ok";
+			}
+			case "sem-release":
+			{
+				Lease lease = leases.remove(tag);
+				if (lease == null)
+					return "error nothing held";
+				lease.close();
+				return "ok";
+			}
+			default:
+				return "error unknown command " + w[1];
+		}
+	}
+
+	public static void main(String[] args) throws Exception
+	{
+		client = CuratorFrameworkFactory.newClient(args[0], 10000, 10000,
+												   new ExponentialBackoffRetry(100, 5));
+		client.start();
+		if (!client.blockUntilConnected(60, TimeUnit.SECONDS))
+		{
+			System.err.println("CuratorDriver: no connection to " + args[0]);
+			System.exit(1);
+		}
+		answer("ready");
+
+		BufferedReader in = new BufferedReader(
+			new InputStreamReader(System.in, StandardCharsets.UTF_8));
+		String line;
+		while ((line = in.readLine()) != null)
+		{
+			final String[] w = line.trim().split("\\s+");
+			if (w.length == 0 || w[0].isEmpty())
+				continue;
+			if (w[0].equals("quit"))
+				break;
+			final String tag = w[0];
+			if (w.length < 2)
+			{
+				answer(tag + " error no command");
+				continue;
+			}
+			ExecutorService t = threads.computeIfAbsent(tag, k -> Executors.newSingleThreadExecutor(r -> {
+				Thread th = new Thread(r, "tag-" + k);
+				th.setDaemon(true);
+				return th;
+			}));
+			t.submit(() -> {
+				String result;
+				try
+				{
+					result = run(tag, w);
+				}
+				catch (Exception e)
+				{
+					result = "error " + e.toString().replace('\n', ' ');
+				}
+				answer(tag + " " + result);
+			});
+		}
+
+		/* whatever is still held goes with the session */
+		for (ExecutorService t : threads.values())
+			t.shutdownNow();
+		client.close();
+		System.exit(0);
+	}
+}
