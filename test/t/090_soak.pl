@@ -125,7 +125,9 @@ is($after->{requests} - $before->{requests}, $CYCLES, "$CYCLES requests counted"
 is($after->{grants} - $before->{grants}, $CYCLES, "$CYCLES grants counted");
 is($after->{timeouts}, $before->{timeouts}, 'no timeouts');
 
-cmp_ok($after->{znodes}, '<=', $before->{znodes}, 'znodes under /zklock: no more than before');
+# (the parents are CONTAINER nodes that ZooKeeper reaps about a second after
+# they empty, so "before" may have caught fewer of them than "after": the
+# bound is the number of names, not the earlier count)
 cmp_ok($after->{znodes}, '<=', $NAMES, 'znodes under /zklock: at most the parents of the names');
 cmp_ok($after->{watches}, '<=', $before->{watches}, 'watches: no more than before');
 my $growth = $after->{rss} - $before->{rss};
