@@ -189,7 +189,6 @@ set_node(ZkEntry *e, const char *node, int64 token)
 	LWLockRelease(zk_shared->lock);
 }
 
-static void advance(int id);
 
 /* ---- completions ---- */
 
@@ -202,7 +201,7 @@ parent_done(int rc, const char *value, const void *data)
 		!is_connection_loss(rc))
 		ops[id].parent_error = rc;
 	if (completed(id, rc))
-		advance(id);
+		zk_engine_advance(id);
 }
 
 /* The SQLSTATE for a request ZooKeeper refused with rc. */
@@ -242,7 +241,7 @@ create_done(int rc, const char *path, const struct Stat *stat,
 					   "ZooKeeper refused to create its node: %s", zerror(rc));
 	}
 	if (completed(id, rc))
-		advance(id);
+		zk_engine_advance(id);
 }
 
 static void
@@ -261,7 +260,7 @@ delete_done(int rc, const void *data)
 	}
 	/* on connection loss the delete is sent again after reconnecting */
 	if (completed(id, rc))
-		advance(id);
+		zk_engine_advance(id);
 }
 
 static void
@@ -279,7 +278,7 @@ token_done(int rc, const struct Stat *stat, const void *data)
 	else if (rc == ZNONODE)
 		ops[id].need_eval = true;	/* the listing will notice */
 	if (completed(id, rc))
-		advance(id);
+		zk_engine_advance(id);
 }
 
 /* A watch of ours fired (predecessor gone or changed, children changed). */
@@ -294,7 +293,7 @@ node_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		return;
 	ops[id].need_eval = true;
 	if (ops[id].inflight == 0)
-		advance(id);
+		zk_engine_advance(id);
 }
 
 /* Tag a new watch of the entry; watches with an older tag are ignored. */
@@ -318,7 +317,7 @@ predecessor_done(int rc, const char *value, int len, const struct Stat *stat,
 	if (rc != ZOK)
 		ops[id].need_eval = true;
 	if (completed(id, rc))
-		advance(id);
+		zk_engine_advance(id);
 }
 
 static int
@@ -416,7 +415,7 @@ children_done(int rc, const struct String_vector *children, const void *data)
 	}
 
 	if (completed(id, rc))
-		advance(id);
+		zk_engine_advance(id);
 }
 
 /* ---- driving an entry ---- */
@@ -483,8 +482,8 @@ send_create(int id, bool with_parents)
  * advances it again) or while there is no connected session (reconnecting
  * advances every entry).
  */
-static void
-advance(int id)
+void
+zk_engine_advance(int id)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 	ZkOp	   *op = &ops[id];
@@ -584,12 +583,6 @@ advance(int id)
 	}
 }
 
-void
-zk_engine_advance(int id)
-{
-	advance(id);
-}
-
 /*
  * The session is (again) connected: resume every entry.  Pending entries
  * list their parent again, since their predecessor may have gone while we
@@ -604,7 +597,7 @@ zk_engine_connected(void)
 			continue;
 		if (ops[id].phase == OP_EXISTS)
 			ops[id].need_eval = true;
-		advance(id);
+		zk_engine_advance(id);
 	}
 }
 
@@ -656,6 +649,6 @@ zk_engine_session_lost(const char *why)
 			zk_set_outcome(id, ZKE_LOST, 0, NULL);
 		}
 		if (e->state != ZKE_FREE)
-			advance(id);		/* frees given-up entries */
+			zk_engine_advance(id);		/* frees given-up entries */
 	}
 }
