@@ -37,6 +37,7 @@
  */
 #include "postgres.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +69,8 @@ static TimestampTz next_probe_at = 0;
 static const char *lost_reason = NULL;	/* set by the watcher, acted on later */
 static TimestampTz reopen_at = 0;	/* retry a failed zookeeper_init then */
 static bool auth_failed = false;
+static int	pending_fd = -1;		/* socket of a connection being set up */
+static TimestampTz pending_since = 0;
 
 static void open_handle(const clientid_t *cid);
 
@@ -418,6 +421,43 @@ zk_session_reload(void)
 }
 
 /*
+ * Drop a connection attempt whose session handshake gets no answer.
+ *
+ * A ZooKeeper server that accepts a connection before it has loaded its
+ * database never answers it (ZooKeeper 3.8.0, as Debian 12 ships it, after
+ * a restart), and the client would wait two thirds of the session timeout
+ * before trying again: long enough to lose the session over a restart it
+ * should survive.  A handshake takes milliseconds, so after a tenth of the
+ * timeout (at least a second) we shut the socket down; the client sees the
+ * connection fail and tries again at once.
+ */
+static void
+kick_stuck_handshake(int fd)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			limit = Max(1000, zklock_session_timeout / 10);
+
+	if (fd < 0 || connected)
+	{
+		pending_fd = -1;
+		return;
+	}
+	if (fd != pending_fd)
+	{
+		pending_fd = fd;
+		pending_since = now;
+	}
+	else if (TimestampDifferenceExceeds(pending_since, now, limit))
+	{
+		ereport(LOG,
+				(errmsg("zklock got no answer to its session handshake from ZooKeeper within %d ms; trying again",
+						limit)));
+		shutdown(fd, SHUT_RDWR);
+		pending_fd = -1;
+	}
+}
+
+/*
  * Wait for whatever the client or the worker needs (socket events, the
  * client's timeout, the next probe, our latch, at most a second) and let
  * the client process it.  Returns after one wait; the caller handles its
@@ -454,6 +494,7 @@ zk_session_wait(void)
 		session_restart(lost_reason);
 		return;
 	}
+	kick_stuck_handshake(fd);
 
 	if (zk_session_connected() && now >= next_probe_at)
 	{

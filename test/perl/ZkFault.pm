@@ -14,7 +14,7 @@ ZkFault - fault injection and inspection helpers for zklock's TAP tests
 =head1 SYNOPSIS
 
   use ZkLockTest;
-  use ZkLockTest::Session qw(poll_until);
+  use ZkLockTest::Session qw(poll_until sqlstate children_become);
   use ZkFault qw(sqlstate zk_status_of signal_process zk_tree);
 
   my $st = zk_status_of($node);       # {state => 'connected', ...}
@@ -41,7 +41,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use ZkLockTest;
-use ZkLockTest::Session qw(poll_until);
+use ZkLockTest::Session qw(poll_until sqlstate children_become);
 
 our @EXPORT_OK = qw(
   sqlstate zk_status_of poll_status signal_process process_state
@@ -51,19 +51,11 @@ our @EXPORT_OK = qw(
 
 =pod
 
-=item sqlstate($stderr)
+=item sqlstate($stderr), children_become($zk, $path, $want, timeout => secs)
 
-The SQLSTATE of the first ERROR or FATAL in psql's verbose error output
-(C<VERBOSITY=verbose>), or C<(none)>.
+Re-exported from L<ZkLockTest::Session>.
 
 =cut
-
-sub sqlstate
-{
-	my ($err) = @_;
-	return '(none)' unless defined $err;
-	return $err =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/ ? $1 : '(none)';
-}
 
 =pod
 
@@ -279,28 +271,6 @@ sub zk_exists
 		q{print('yes' if zk.exists(args[0]) else 'no')}, $path);
 	chomp $out;
 	return $out eq 'yes';
-}
-
-=pod
-
-=item children_become($zk, $path, $want, timeout => secs)
-
-Polls the children of C<$path> until they are exactly C<@$want> (an array
-reference) or, given a number, that many; returns the last listing.
-
-=cut
-
-sub children_become
-{
-	my ($zk, $path, $want, %opts) = @_;
-	my @c;
-	poll_until(
-		sub {
-			@c = ZkLockTest::zk_children($zk, $path);
-			return ref $want ? "@c" eq "@{[ sort @$want ]}" : @c == $want;
-		},
-		timeout => $opts{timeout} // 30);
-	return @c;
 }
 
 =pod

@@ -16,7 +16,7 @@ use Test::More;
 use Time::HiRes qw(time);
 
 use ZkLockTest;
-use ZkLockTest::Session qw(poll_until);
+use ZkLockTest::Session qw(poll_until sqlstate);
 
 # A node we create: _c_<uuid v4>-lock-<10 digit sequence>
 my $NODE_RE =
@@ -39,22 +39,10 @@ sub children
 sub children_become
 {
 	my ($name, $want) = @_;
-	my @c;
-	poll_until(
-		sub {
-			@c = children($name);
-			return ref $want ? "@c" eq "@$want" : @c == $want;
-		},
-		timeout => 30);
-	return @c;
+	return ZkLockTest::Session::children_become($zk, "/zklock/$name", $want);
 }
 
 # The SQLSTATE of the first ERROR or FATAL in psql's verbose error output.
-sub sqlstate
-{
-	my ($err) = @_;
-	return ($err // '') =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/ ? $1 : '(none)';
-}
 
 sub session
 {

@@ -11,7 +11,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use ZkLockTest;
-use ZkLockTest::Session qw(poll_until);
+use ZkLockTest::Session qw(poll_until sqlstate);
 
 my $zk = ZkLockTest::zk_start();
 my $node_a = ZkLockTest::pg_node('inst_a', $zk);
@@ -26,14 +26,7 @@ sub children
 sub children_become
 {
 	my ($name, $want) = @_;
-	my @c;
-	poll_until(
-		sub {
-			@c = children($name);
-			return ref $want ? "@c" eq "@$want" : @c == $want;
-		},
-		timeout => 30);
-	return @c;
+	return ZkLockTest::Session::children_become($zk, "/zklock/$name", $want);
 }
 
 # ---------------------------------------------------------------------------

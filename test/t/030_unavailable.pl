@@ -14,28 +14,16 @@ use Test::More;
 use Time::HiRes qw(time);
 
 use ZkLockTest;
-use ZkLockTest::Session qw(poll_until);
+use ZkLockTest::Session qw(poll_until sqlstate);
 
 my $zk = ZkLockTest::zk_start();
 my $node = ZkLockTest::pg_node('unavail', $zk, 'zklock.max_locks' => '16');
 
-sub sqlstate
-{
-	my ($err) = @_;
-	return ($err // '') =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/ ? $1 : '(none)';
-}
 
 sub children_become
 {
 	my ($name, $want) = @_;
-	my @c;
-	poll_until(
-		sub {
-			@c = ZkLockTest::zk_children($zk, "/zklock/$name");
-			return ref $want ? "@c" eq "@$want" : @c == $want;
-		},
-		timeout => 30);
-	return @c;
+	return ZkLockTest::Session::children_become($zk, "/zklock/$name", $want);
 }
 
 # Child processes of $node's postmaster: list of [pid, command line].

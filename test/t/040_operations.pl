@@ -17,18 +17,13 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use ZkLockTest;
-use ZkLockTest::Session qw(poll_until);
+use ZkLockTest::Session qw(poll_until sqlstate children_become);
 
 # A node we create: _c_<uuid v4>-lock-<10 digit sequence>
 my $NODE_RE =
   qr/_c_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}-lock-\d{10}/;
 
 # The SQLSTATE of the first ERROR or FATAL in psql's verbose error output.
-sub sqlstate
-{
-	my ($err) = @_;
-	return ($err // '') =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/ ? $1 : '(none)';
-}
 
 # Run $sql on $node as $role (psql -U, verbose errors); returns
 # (exit status, stdout, stderr).
@@ -71,20 +66,6 @@ sub status_becomes
 	return $s;
 }
 
-# Poll until the children of $path in $zk are exactly @$want (array ref) or
-# that many (a number); returns the last listing.
-sub children_become
-{
-	my ($zk, $path, $want) = @_;
-	my @c;
-	poll_until(
-		sub {
-			@c = ZkLockTest::zk_children($zk, $path);
-			return ref $want ? "@c" eq "@$want" : @c == $want;
-		},
-		timeout => 30);
-	return @c;
-}
 
 # The zk_locks rows of backend $pid (ordered by scope), each a hash.
 my @LOCK_COLS =

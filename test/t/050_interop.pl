@@ -25,7 +25,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use ZkLockTest;
-use ZkLockTest::Session qw(poll_until);
+use ZkLockTest::Session qw(poll_until sqlstate);
 use ZkInterop;
 
 # Curator's protected names, which zklock uses too: _c_<uuid>-<base><seq>
@@ -62,13 +62,8 @@ sub children
 sub children_become
 {
 	my ($path, $want) = @_;
-	my @c;
-	poll_until(
-		sub {
-			@c = children($path);
-			return ref $want ? "@c" eq "@$want" : @c == $want;
-		});
-	return @c;
+	$paths_used{$path} = 1;
+	return ZkLockTest::Session::children_become($zk, $path, $want);
 }
 
 # The children of $path that are not in @$old.

@@ -48,7 +48,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes;
 
-our @EXPORT_OK = qw(poll_until);
+our @EXPORT_OK = qw(poll_until sqlstate children_become);
 
 =pod
 
@@ -297,6 +297,40 @@ sub poll_until
 		return 0 if Time::HiRes::time() >= $deadline;
 		Time::HiRes::sleep($interval);
 	}
+}
+
+=item sqlstate($err)
+
+The SQLSTATE of the first ERROR or FATAL in psql's verbose error output
+(as the sessions of this module produce), or C<(none)>.
+
+=cut
+
+sub sqlstate
+{
+	my ($err) = @_;
+	return ($err // '') =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/ ? $1 : '(none)';
+}
+
+=item children_become($zk, $path, $want, timeout => S)
+
+Polls until the children of znode C<$path> are exactly the names of the
+array ref C<$want> (in any order) or, given a number, are that many;
+returns the last listing (sorted).
+
+=cut
+
+sub children_become
+{
+	my ($zk, $path, $want, %opts) = @_;
+	my @c;
+	poll_until(
+		sub {
+			@c = ZkLockTest::zk_children($zk, $path);
+			return ref $want ? "@c" eq "@{[ sort @$want ]}" : @c == $want;
+		},
+		timeout => $opts{timeout} // 30);
+	return @c;
 }
 
 =pod
