@@ -102,6 +102,17 @@ zk_queue_locked(ZkEntry *e)
 }
 
 /*
+ * Hand an entry to the worker for clean-up; caller holds the lock
+ * exclusively.
+ */
+static void
+zk_release_locked(ZkEntry *e)
+{
+	e->released = true;
+	zk_queue_locked(e);
+}
+
+/*
  * before_shmem_exit callback: give up every entry this backend still owns,
  * whatever state its request or holding is in.  Runs on normal exit, FATAL
  * and pg_terminate_backend, also in the middle of a wait.
@@ -120,8 +131,7 @@ zk_backend_exit(int code, Datum arg)
 
 		if (e->state != ZKE_FREE && !e->released && e->owner_pid == MyProcPid)
 		{
-			e->released = true;
-			zk_queue_locked(e);
+			zk_release_locked(e);
 			any = true;
 		}
 	}
@@ -225,10 +235,7 @@ zk_give_up(int id, uint32 generation)
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	if (e->generation == generation && e->state != ZKE_FREE && !e->released)
-	{
-		e->released = true;
-		zk_queue_locked(e);
-	}
+		zk_release_locked(e);
 	LWLockRelease(zk_shared->lock);
 	zk_wake_worker();
 }
@@ -246,10 +253,7 @@ zk_cancel(ZkEntry *e)
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	state = e->state;
 	if (state != ZKE_HELD)
-	{
-		e->released = true;
-		zk_queue_locked(e);
-	}
+		zk_release_locked(e);
 	LWLockRelease(zk_shared->lock);
 	zk_wake_worker();
 	return state;
@@ -312,15 +316,18 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			}
 			if (state == ZKE_FAILED)
 			{
+				/* copy it all: once given up, the entry may be reused */
 				int			code = e->sqlerrcode;
 				char		msg[ZK_ERRMSG_MAX];
+				char		name[ZK_NAME_MAX + 1];
 
 				strlcpy(msg, e->errmsg, sizeof(msg));
+				strlcpy(name, e->name, sizeof(name));
 				zk_give_up(id, generation);
 				ereport(ERROR,
 						(errcode(code),
 						 errmsg("could not acquire zklock lock \"%s\": %s",
-								e->name, msg)));
+								name, msg)));
 			}
 
 			now = GetCurrentTimestamp();

@@ -36,13 +36,10 @@ static void
 worker_exit(int code, Datum arg)
 {
 	zk_session_stop();
+	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	zk_shared->worker_latch = NULL;
 	zk_shared->worker_pid = 0;
-	zk_shared->session_state = ZKS_CONNECTING;
-	zk_shared->session_id = 0;
-	zk_shared->session_timeout = 0;
-	zk_shared->server[0] = '\0';
 	LWLockRelease(zk_shared->lock);
 }
 
