@@ -65,6 +65,27 @@ build_and_install()
 	fi
 }
 
+# Build zklock in $1 and install it below directory $2 (make install
+# DESTDIR=$2): a private installation the test servers load through the
+# settings install_conf prints.  Needs no privileges.
+build_private()
+{
+	local src=$1 dest=$2
+	local -a make=(make -C "$src" PG_CONFIG="$PG_CONFIG")
+	"${make[@]}" -j"$(nproc)" && "${make[@]}" install DESTDIR="$dest"
+}
+
+# postgresql.conf lines that make a server load zklock from the private
+# installation below $1 (see build_private): the library through
+# dynamic_library_path, the control and SQL files (and $libdir in
+# module_pathname) through Debian's extension_destdir.
+install_conf()
+{
+	local dest=$1
+	echo "dynamic_library_path = '$dest$("$PG_CONFIG" --pkglibdir):\$libdir'"
+	echo "extension_destdir = '$dest'"
+}
+
 # Copy the source tree $1 to $2 (created): the files git knows (tracked and
 # untracked but not ignored) or, outside git, everything but build outputs.
 copy_tree()

@@ -319,10 +319,33 @@ sub pg_node
 
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init;
+	use_private_install($node);
 	$node->append_conf('postgresql.conf', $conf);
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
 	return $node;
+}
+
+=pod
+
+=item ZkLockTest::use_private_install($node)
+
+Makes C<$node> (initialized, not started) load zklock from the private
+installation test/run-tests built for this run: includes the file named by
+C<$ZKLOCK_TEST_INSTALL_CONF> (dynamic_library_path, extension_destdir) in its
+postgresql.conf.  Does nothing when that variable is empty (run-tests
+--no-build: the system's installation is used).  pg_node does this itself;
+call it for nodes made with PostgreSQL::Test::Cluster directly.
+
+=cut
+
+sub use_private_install
+{
+	my ($node) = @_;
+	my $conf = $ENV{ZKLOCK_TEST_INSTALL_CONF} // '';
+	$node->append_conf('postgresql.conf', "include " . _conf_quote($conf) . "\n")
+	  if $conf ne '';
+	return;
 }
 
 # A value quoted for postgresql.conf.

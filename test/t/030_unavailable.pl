@@ -161,6 +161,7 @@ note 'not preloaded';
 
 my $plain = PostgreSQL::Test::Cluster->new('plain');
 $plain->init;
+ZkLockTest::use_private_install($plain);
 $plain->start;
 $plain->safe_psql('postgres', 'CREATE EXTENSION zklock');
 pass('CREATE EXTENSION works without shared_preload_libraries');
