@@ -15,8 +15,11 @@ OBJS = \
 	src/protocol.o \
 	src/worker.o \
 	src/session.o \
-	src/recipe.o \
+	src/engine.o \
+	src/recipes/lock.o \
+	src/recipes/semaphore.o \
 	src/naming.o \
+	src/nodename.o \
 	src/monitor.o
 
 EXTENSION = zklock

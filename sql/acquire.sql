@@ -33,3 +33,11 @@ SELECT zk_lock_release('reg/b');
 SELECT zk_lock_acquire('reg/t', NULL), zk_lock_acquire('reg/t', 0),
        zk_lock_acquire('reg/t', 50);
 SELECT zk_lock_release_all();
+-- DISCARD ALL releases every session-scope holding, as it releases advisory
+-- locks (a connection pooler's reset)
+SELECT zk_lock_acquire('reg/discard'), zk_rwlock_read('reg/discard2'),
+       zk_semaphore_acquire('reg/discard3', 1);
+DISCARD ALL;
+SELECT zk_lock_held('reg/discard'), zk_rwlock_read_held('reg/discard2'),
+       zk_semaphore_held('reg/discard3');
+SELECT zk_lock_release_all();

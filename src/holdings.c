@@ -24,6 +24,22 @@
  * single-node requests: a semaphore lease is taken under its entry mutex
  * (Curator's InterProcessSemaphoreV2), a multi-lock takes its locks in
  * name order and gives them back on failure (InterProcessMultiLock).
+ * The parts after the first are asked with ZKR_NO_RESTART: if the session
+ * is lost while they wait, the whole composite starts over (a semaphore,
+ * through its entry mutex again) or fails (a multi-lock), rather than one
+ * part being granted again in a new session beside parts that were lost.
+ *
+ * What "held" means is protocol.c's rule (zk_entry_check): the grant
+ * belongs to the worker's current ZooKeeper session, confirmed lately.
+ * Every re-entrant grant, *_held and *_token answer and the COMMIT check
+ * asks it; a holding whose session is gone is lost for every kind and
+ * scope.
+ *
+ * One name is one resource: a backend holding the exclusive lock or the
+ * write lock of a name is granted any lock of that name at once (the new
+ * acquisition shares the node, as Curator grants a write holder its read
+ * lock); one holding only the read lock cannot take an exclusive one
+ * (that would wait for itself).
  *
  *-------------------------------------------------------------------------
  */
@@ -67,9 +83,10 @@ static void zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								SubTransactionId parentSubid, void *arg);
 
 static bool
-is_reentrant(ZkKind kind)
+is_lock_kind(ZkKind kind)
 {
-	return kind != ZK_KIND_SEMAPHORE;
+	return kind == ZK_KIND_LOCK || kind == ZK_KIND_READ ||
+		kind == ZK_KIND_WRITE;
 }
 
 static void
@@ -105,22 +122,47 @@ lookup(ZkKind kind, const char *name)
 	return hash_search(holdings, &key, HASH_FIND, NULL);
 }
 
-/* Publish the scope counts of one node of a holding, for zk_locks. */
+/*
+ * Publish the scope counts of one node, over every holding that uses it,
+ * for zk_locks.
+ */
 static void
-publish_counts(ZkHolding *h, int id, uint32 generation)
+publish_counts(int id, uint32 generation)
 {
+	HASH_SEQ_STATUS status;
+	ZkHolding  *h;
 	int			nsession = 0;
 	int			nxact = 0;
 
-	for (int i = 0; i < h->nacqs; i++)
-		if (h->acqs[i].id == id && h->acqs[i].generation == generation)
-		{
-			if (h->acqs[i].subid == SESSION_SCOPE)
-				nsession++;
-			else
-				nxact++;
-		}
-	zk_entry_set_counts(id, generation, nsession, nxact);
+	hash_seq_init(&status, holdings);
+	while ((h = hash_seq_search(&status)) != NULL)
+		for (int i = 0; i < h->nacqs; i++)
+			if (h->acqs[i].id == id && h->acqs[i].generation == generation)
+			{
+				if (h->acqs[i].subid == SESSION_SCOPE)
+					nsession++;
+				else
+					nxact++;
+			}
+	zk_entry_publish(id, generation, nsession, nxact);
+}
+
+/* Does any acquisition of any holding use this node? */
+static bool
+node_in_use(int id, uint32 generation)
+{
+	HASH_SEQ_STATUS status;
+	ZkHolding  *h;
+
+	hash_seq_init(&status, holdings);
+	while ((h = hash_seq_search(&status)) != NULL)
+		for (int j = 0; j < h->nacqs; j++)
+			if (h->acqs[j].id == id && h->acqs[j].generation == generation)
+			{
+				hash_seq_term(&status);
+				return true;
+			}
+	return false;
 }
 
 /*
@@ -133,15 +175,11 @@ static bool
 remove_acq(ZkHolding *h, int i)
 {
 	ZkAcq		a = h->acqs[i];
-	bool		shared = false;
 
 	h->nacqs--;
 	memmove(&h->acqs[i], &h->acqs[i + 1], sizeof(ZkAcq) * (h->nacqs - i));
-	for (int j = 0; j < h->nacqs; j++)
-		if (h->acqs[j].id == a.id && h->acqs[j].generation == a.generation)
-			shared = true;
-	if (shared)
-		publish_counts(h, a.id, a.generation);
+	if (node_in_use(a.id, a.generation))
+		publish_counts(a.id, a.generation);
 	else
 		zk_give_up(a.id, a.generation);
 	if (h->nacqs > 0)
@@ -190,8 +228,9 @@ lost_in_xact_error(ZkHolding *h)
  * Check the holding's nodes.  Session-scope acquisitions of a lost node are
  * reported with a WARNING and dropped; transaction-scope ones stay, so that
  * the transaction cannot commit.  Returns the holding if it still exists
- * and all its nodes are held (then *token gets the newest node's token),
- * else NULL when it is gone, or the holding with *all_held false.
+ * and all its nodes are held in a confirmed session (then *token gets the
+ * newest node's token), else NULL when it is gone, or the holding with
+ * *all_held false (lost in transaction scope, or not confirmed lately).
  */
 static ZkHolding *
 check_holding(ZkHolding *h, bool *all_held, int64 *token)
@@ -201,11 +240,14 @@ check_holding(ZkHolding *h, bool *all_held, int64 *token)
 	*all_held = true;
 	for (int i = h->nacqs - 1; i >= 0; i--)
 	{
-		if (zk_entry_state(h->acqs[i].id, h->acqs[i].generation, NULL) == ZKE_HELD)
+		ZkEntryState state = zk_entry_check(h->acqs[i].id,
+											h->acqs[i].generation, NULL);
+
+		if (state == ZKE_HELD)
 			continue;
 		*all_held = false;
-		if (h->acqs[i].subid != SESSION_SCOPE)
-			continue;
+		if (state == ZKE_PENDING || h->acqs[i].subid != SESSION_SCOPE)
+			continue;			/* unconfirmed for now; or fails COMMIT */
 		if (!warned)
 			ereport(WARNING,
 					(errcode(ERRCODE_WARNING),
@@ -217,21 +259,31 @@ check_holding(ZkHolding *h, bool *all_held, int64 *token)
 			return NULL;
 	}
 	if (token)
-		(void) zk_entry_state(h->acqs[h->nacqs - 1].id,
+		(void) zk_entry_check(h->acqs[h->nacqs - 1].id,
 							  h->acqs[h->nacqs - 1].generation, token);
 	return h;
 }
 
 /*
  * Ask the worker for one node and wait for it until the deadline (0: none);
- * nowait asks it not to queue at all.  Returns whether it was granted.
+ * flags and expect_session (a later part of a composite: the session of
+ * the earlier parts) as in ZkRequest.  Returns the outcome as zk_wait(): ZKE_HELD when
+ * granted (then *id and *generation name it), else the request is gone.
  */
-static bool
-take_node(ZkKind kind, const char *name, bool nowait, TimestampTz deadline,
-		  int32 max_leases, const char *skip_node, int *id, uint32 *generation)
+static ZkEntryState
+take_node(ZkKind kind, const char *name, int flags, int64 expect_session,
+		  TimestampTz deadline, int32 arg, int *id, uint32 *generation)
 {
-	*id = zk_request(kind, name, nowait, max_leases, skip_node, generation);
-	return zk_wait(*id, *generation, deadline) == ZKE_HELD;
+	ZkRequest	req;
+
+	memset(&req, 0, sizeof(req));
+	req.kind = kind;
+	req.name = name;
+	req.flags = flags;
+	req.arg = arg;
+	req.expect_session = expect_session;
+	*id = zk_request(&req, generation);
+	return zk_wait(*id, *generation, deadline);
 }
 
 /* Record a new acquisition of a granted node, giving it up on failure. */
@@ -255,7 +307,7 @@ record(ZkKind kind, const char *name, int id, uint32 generation, bool xact)
 		}
 		add_acq(h, id, generation,
 				xact ? GetCurrentSubTransactionId() : SESSION_SCOPE);
-		publish_counts(h, id, generation);
+		publish_counts(id, generation);
 	}
 	PG_CATCH();
 	{
@@ -265,30 +317,114 @@ record(ZkKind kind, const char *name, int id, uint32 generation, bool xact)
 	PG_END_TRY();
 }
 
+/* The newest valid acquisition of an exclusive lock of name, or NULL. */
+static ZkAcq *
+exclusive_acq(const char *name)
+{
+	static const ZkKind kinds[] = {ZK_KIND_LOCK, ZK_KIND_WRITE};
+
+	for (int k = 0; k < lengthof(kinds); k++)
+	{
+		ZkHolding  *h = lookup(kinds[k], name);
+		bool		all_held;
+
+		if (h != NULL && (h = check_holding(h, &all_held, NULL)) != NULL &&
+			all_held)
+			return &h->acqs[h->nacqs - 1];
+	}
+	return NULL;
+}
+
+/* The session of the newest acquisition of (kind, name), or 0. */
+static int64
+held_session(ZkKind kind, const char *name)
+{
+	ZkHolding  *h = lookup(kind, name);
+
+	if (h == NULL)
+		return 0;
+	return zk_entry_session(h->acqs[h->nacqs - 1].id,
+							h->acqs[h->nacqs - 1].generation);
+}
+
+/*
+ * Take a semaphore lease: its entry mutex, then the lease under it (see
+ * the file header).  When the session is lost while the lease waits, the
+ * whole protocol starts over within the deadline.
+ */
+static ZkEntryState
+take_lease(const char *name, int flags, TimestampTz deadline, int32 max_leases,
+		   int *id, uint32 *gen)
+{
+	for (;;)
+	{
+		int			mid;
+		uint32		mgen;
+		ZkEntryState state;
+
+		state = take_node(ZK_KIND_SEMAPHORE_ENTRY, name, flags, 0, deadline, 0,
+						  &mid, &mgen);
+		if (state != ZKE_HELD)
+			return state;
+		PG_TRY();
+		{
+			state = take_node(ZK_KIND_SEMAPHORE, name, flags | ZKR_NO_RESTART,
+							  zk_entry_session(mid, mgen), deadline,
+							  max_leases, id, gen);
+		}
+		PG_FINALLY();
+		{
+			zk_give_up(mid, mgen);
+		}
+		PG_END_TRY();
+		if (state != ZKE_LOST)
+			return state;
+		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+			return ZKE_PENDING;
+	}
+}
+
 /*
  * Acquire (kind, name) in session or transaction scope.  timeout_ms 0 does
  * not wait, ZK_WAIT_FOREVER waits without limit.  Returns false when not
- * granted in time.  max_leases is for semaphores only.
+ * granted in time.  arg is max_leases for semaphores.  A later part of a
+ * multi-lock adds ZKR_NO_RESTART to flags and the session of the earlier
+ * parts as expect_session.
  */
-bool
-zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
-				int32 max_leases)
+static bool
+hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
+			 int32 arg, int flags, int64 expect_session)
 {
 	ZkHolding  *h = lookup(kind, name);
 	TimestampTz deadline = 0;
-	bool		nowait = timeout_ms == 0;
-	char		skip[ZK_NODE_MAX] = "";
+	ZkEntryState state;
+	ZkAcq	   *ex;
 	bool		ok;
 	int			id;
 	uint32		gen;
+
+	if (timeout_ms > 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   timeout_ms);
+	if (timeout_ms == 0)
+		flags |= ZKR_NOWAIT;
 
 	if (h != NULL)
 	{
 		h = check_holding(h, &ok, NULL);
 		if (h != NULL && !ok)
-			lost_in_xact_error(h);
+		{
+			/* lost in this transaction, or not confirmed lately */
+			ZkAcq	   *a = &h->acqs[h->nacqs - 1];
+
+			if (zk_wait_confirmed(a->id, a->generation, deadline) == ZKE_PENDING)
+				return false;
+			h = check_holding(h, &ok, NULL);
+			if (h != NULL && !ok)
+				lost_in_xact_error(h);
+		}
 	}
-	if (h != NULL && is_reentrant(kind))
+	if (h != NULL && is_lock_kind(kind))
 	{
 		ZkAcq	   *a = &h->acqs[0];
 
@@ -296,49 +432,45 @@ zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 		return true;
 	}
 
-	if (kind == ZK_KIND_WRITE && lookup(ZK_KIND_READ, name) != NULL)
+	if (is_lock_kind(kind) && (ex = exclusive_acq(name)) != NULL)
+	{
+		/* one name, one resource: our exclusive node covers it */
+		record(kind, name, ex->id, ex->generation, xact);
+		return true;
+	}
+	if (kind != ZK_KIND_READ && is_lock_kind(kind) &&
+		lookup(ZK_KIND_READ, name) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot upgrade zklock read lock \"%s\" to a write lock", name),
-				 errdetail("Waiting for the write lock while holding the read lock would wait forever."),
+				 errmsg("cannot upgrade zklock read lock \"%s\" to an exclusive lock",
+						name),
+				 errdetail("Waiting for an exclusive lock while holding the read lock would wait forever."),
 				 errhint("Release the read lock first.")));
-	if (kind == ZK_KIND_READ && (h = lookup(ZK_KIND_WRITE, name)) != NULL)
-	{
-		/* downgrade: our own writer's node must not hold our reader back */
-		zk_entry_node(h->acqs[0].id, skip);
-	}
-
-	if (timeout_ms > 0)
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   timeout_ms);
 
 	if (kind == ZK_KIND_SEMAPHORE)
-	{
-		int			mid;
-		uint32		mgen;
-
-		/* the lease is taken under the semaphore's entry mutex */
-		if (!take_node(ZK_KIND_SEMAPHORE_ENTRY, name, nowait, deadline, 0, NULL,
-					   &mid, &mgen))
-			return false;
-		PG_TRY();
-		{
-			ok = take_node(kind, name, nowait, deadline, max_leases, NULL,
-						   &id, &gen);
-		}
-		PG_FINALLY();
-		{
-			zk_give_up(mid, mgen);
-		}
-		PG_END_TRY();
-	}
+		state = take_lease(name, flags, deadline, arg, &id, &gen);
 	else
-		ok = take_node(kind, name, nowait, deadline, max_leases, skip,
-					   &id, &gen);
+		state = take_node(kind, name, flags, expect_session, deadline, arg,
+						  &id, &gen);
 
-	if (ok)
-		record(kind, name, id, gen, xact);
-	return ok;
+	if (state == ZKE_LOST)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("zklock lost its ZooKeeper session while acquiring %s \"%s\"",
+						zk_kind_name(kind), name),
+				 errdetail("Locks taken before it in the same call may have been held by another client since."),
+				 errhint("Retry the call.")));
+	if (state != ZKE_HELD)
+		return false;
+	record(kind, name, id, gen, xact);
+	return true;
+}
+
+bool
+zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
+				int32 max_leases)
+{
+	return hold_acquire(kind, name, xact, timeout_ms, max_leases, 0, 0);
 }
 
 static int
@@ -358,6 +490,7 @@ zk_hold_acquire_all(char **names, int n, bool xact, int64 timeout_ms)
 {
 	TimestampTz deadline = 0;
 	volatile int taken = 0;
+	int64		session = 0;
 	bool		ok = true;
 	int			u = 0;
 
@@ -378,13 +511,24 @@ zk_hold_acquire_all(char **names, int n, bool xact, int64 timeout_ms)
 
 			if (deadline != 0)
 				left = Max(1, (deadline - GetCurrentTimestamp()) / 1000);
-			if (!zk_hold_acquire(ZK_KIND_LOCK, names[taken], xact, left, 0))
+			if (!hold_acquire(ZK_KIND_LOCK, names[taken], xact, left, 0,
+							  taken > 0 ? ZKR_NO_RESTART : 0, session))
 			{
 				ok = false;
 				break;
 			}
-			taken++;
+			if (taken++ == 0)
+				session = held_session(ZK_KIND_LOCK, names[0]);
 		}
+		/* every part must be held, in this session, now */
+		for (int i = 0; ok && i < u; i++)
+			if (!zk_hold_is_held(ZK_KIND_LOCK, names[i], NULL))
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("zklock lock \"%s\" was lost while acquiring several locks",
+								names[i]),
+						 errdetail("Its ZooKeeper session ended or could not be confirmed in time."),
+						 errhint("Retry the call.")));
 	}
 	PG_CATCH();
 	{
@@ -487,8 +631,7 @@ zk_hold_is_held(ZkKind kind, const char *name, int64 *token)
 	bool		all_held;
 	int64		t;
 
-	if (h == NULL || check_holding(h, &all_held, &t) == NULL || !all_held ||
-		!zk_session_trusted())
+	if (h == NULL || check_holding(h, &all_held, &t) == NULL || !all_held)
 		return false;
 	if (token)
 		*token = t;
@@ -532,8 +675,7 @@ first_xact_holding(bool only_unsafe)
 			if (h->acqs[i].subid == SESSION_SCOPE)
 				continue;
 			if (!only_unsafe ||
-				zk_entry_state(h->acqs[i].id, h->acqs[i].generation, NULL) != ZKE_HELD ||
-				!zk_session_trusted())
+				!zk_entry_valid(h->acqs[i].id, h->acqs[i].generation, NULL))
 			{
 				hash_seq_term(&status);
 				return h;

@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "engine.h"
 #include "protocol.h"
 
 static const char *const kind_labels[ZK_NUM_KINDS] = {
@@ -70,8 +71,8 @@ put_lock_row(ReturnSetInfo *rsinfo, ZkEntry *e, const char *scope, int count)
 	if (e->node[0])
 	{
 		char		path[ZK_PATH_MAX];
-		int			len = zk_parent_path(path, sizeof(path), e->name,
-										 zk_kind_suffix(e->kind));
+		int			len = zk_path(path, sizeof(path), e->name,
+								  zk_driver_suffix(e->kind));
 
 		snprintf(path + len, sizeof(path) - len, "/%s", e->node);
 		values[8] = CStringGetTextDatum(path);

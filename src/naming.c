@@ -1,18 +1,24 @@
 /*-------------------------------------------------------------------------
  *
  * naming.c
- *	  Lock names and znode paths.
+ *	  Names and znode paths.
  *
  * This file owns what a name may be and how it becomes a znode path:
  *
- *	- a lock named N lives at <zklock.root>/N; N is one or more segments
- *	  separated by '/', none empty, none "." or "..", no control characters
- *	  and nothing ZooKeeper refuses in a path, at most ZK_NAME_MAX bytes;
- *	- the nodes we create are Curator's "protected" names,
- *	  _c_<uuid>-<base><10-digit sequence>, so that a lost create reply can
- *	  be recovered by looking for our prefix;
- *	- the children of a lock are ordered by their trailing sequence number,
- *	  which orders Curator's, Kazoo's and our nodes alike.
+ *	- a lock (barrier, group, job, ...) named N lives at <zklock.root>/N; N
+ *	  is one or more segments separated by '/', at most ZK_NAME_MAX bytes of
+ *	  UTF-8, and nothing ZooKeeper would refuse in a path: no empty, "." or
+ *	  ".." segment, no character its PathUtils.validatePath rejects (C0 and
+ *	  C1 controls, DEL, U+D800..U+F8FF, U+FFF0..U+FFFF, and everything
+ *	  outside the Basic Multilingual Plane, which Java sees as surrogates);
+ *	- no segment may look like a node a recipe creates (see nodename.c), so
+ *	  that no name can make another lock look held, for zklock, Curator or
+ *	  Kazoo;
+ *	- no segment after the first may be "leases" or "locks" (the children
+ *	  of a semaphore in Curator's layout), "ready" (of a double barrier) or
+ *	  "claims" (of a job's claims): lock "pool/leases" would otherwise be
+ *	  counted as a lease of semaphore "pool";
+ *	- a job claim's slot is a node named after its time in UTC.
  *
  * Validation happens in the backend, before anything is sent to ZooKeeper.
  *
@@ -21,101 +27,122 @@
 #include "postgres.h"
 
 #include "mb/pg_wchar.h"
+#include "utils/datetime.h"
 #include "utils/guc.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
 
+#include "nodename.h"
 #include "zklock.h"
 
-#define SEQ_DIGITS 10
+/* Segments that name a recipe's own children (see the file header). */
+static const char *const reserved_segments[] = {"leases", "locks", "ready", "claims"};
 
 /*
- * Is this code point one that ZooKeeper refuses in a path?  (Its
- * PathUtils.validatePath: C0 and C1 controls, DEL, surrogates and private
- * use, U+FFF0..U+FFFF.)
+ * Is this code point one that ZooKeeper refuses in a path?  Java sees
+ * everything beyond U+FFFF as a surrogate pair, which it refuses.
  */
 static bool
 zk_forbidden_char(pg_wchar c)
 {
 	return c < 0x20 || (c >= 0x7f && c <= 0x9f) ||
-		(c >= 0xd800 && c <= 0xf8ff) || (c >= 0xfff0 && c <= 0xffff);
+		(c >= 0xd800 && c <= 0xf8ff) || c >= 0xfff0;
 }
 
 /*
- * Check a '/'-separated path (without its leading '/') for empty, "." and
- * ".." segments and forbidden characters.  Returns NULL when it is fine,
- * else a description of the problem (untranslated fragment for errdetail).
+ * What is wrong with a '/'-separated path (a name, or zklock.root without
+ * its leading '/')?  NULL when nothing; else a sentence for errdetail.
+ * With names set, segments are also checked against the recipes' node
+ * names and reserved words.
  */
 static const char *
-zk_path_problem(const char *path)
+zk_path_problem(const char *path, bool names)
 {
 	const char *seg = path;
-	const char *p;
+	int			nseg = 0;
 
-	for (p = path;; p++)
+	for (const char *p = path;; p++)
 	{
 		if (*p == '/' || *p == '\0')
 		{
 			size_t		len = p - seg;
 
 			if (len == 0)
-				return "an empty path segment";
+				return "A name must not contain an empty segment (\"//\", or \"/\" at its start or end).";
 			if ((len == 1 && seg[0] == '.') ||
 				(len == 2 && seg[0] == '.' && seg[1] == '.'))
-				return "a path segment \".\" or \"..\"";
+				return "A name must not contain a segment \".\" or \"..\".";
+			if (names && zk_looks_like_node(seg, len))
+				return "A segment of the name looks like a node that a lock recipe creates.";
+			if (names && nseg > 0)
+				for (int i = 0; i < lengthof(reserved_segments); i++)
+					if (strlen(reserved_segments[i]) == len &&
+						memcmp(seg, reserved_segments[i], len) == 0)
+						return "The segments \"leases\", \"locks\", \"ready\" and \"claims\" are reserved after the first: they are the children of semaphores, double barriers and job claims.";
+			nseg++;
 			if (*p == '\0')
 				break;
 			seg = p + 1;
 		}
 	}
 
-	/* Character check, on the UTF-8 form ZooKeeper sees. */
+	/* characters, on the UTF-8 form ZooKeeper sees */
+	for (const unsigned char *s = (const unsigned char *) path; *s;)
 	{
-		const unsigned char *s = (const unsigned char *) path;
+		int			l = pg_utf_mblen(s);
 
-		while (*s)
-		{
-			int			l = pg_utf_mblen(s);
-
-			if (!pg_utf8_islegal(s, l))
-				return "invalid UTF-8";
-			if (zk_forbidden_char(utf8_to_unicode(s)))
-				return "a control or reserved character";
-			s += l;
-		}
+		if (!pg_utf8_islegal(s, l))
+			return "A name must be valid UTF-8.";
+		if (zk_forbidden_char(utf8_to_unicode(s)))
+			return "A name must not contain control characters, characters of the ranges U+D800 to U+F8FF and U+FFF0 to U+FFFF, or characters beyond U+FFFF: ZooKeeper refuses them in paths.";
+		s += l;
 	}
 	return NULL;
 }
 
 /*
- * Validate a lock name given by a user (already in UTF-8).  Raises an ERROR
- * of class 22 when it cannot be used; nothing is sent to ZooKeeper then.
+ * The problem with a name given by a user (already in UTF-8), or NULL.
+ * *code gets the SQLSTATE to report.
  */
-void
-zk_check_name(const char *name)
+static const char *
+zk_name_problem(const char *name, int *code)
 {
 	size_t		len = strlen(name);
-	const char *problem;
 
+	*code = ERRCODE_INVALID_PARAMETER_VALUE;
 	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock lock name must not be empty")));
+		return "A name must not be empty.";
 	if (len > ZK_NAME_MAX)
+	{
+		*code = ERRCODE_STRING_DATA_RIGHT_TRUNCATION;
+		return "A name must be at most 1024 bytes long.";
+	}
+	return zk_path_problem(name, true);
+}
+
+/*
+ * Validate a name given by a user (already in UTF-8); what says what it
+ * names ("lock name", "group name", ...).  Raises an ERROR of class 22 when
+ * it cannot be used; nothing is sent to ZooKeeper then.
+ */
+void
+zk_check_name(const char *name, const char *what)
+{
+	int			code;
+	const char *problem = zk_name_problem(name, &code);
+
+	if (problem == NULL)
+		return;
+	if (code == ERRCODE_STRING_DATA_RIGHT_TRUNCATION)
 		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("zklock lock name is too long"),
+				(errcode(code),
+				 errmsg("zklock %s is too long", what),
 				 errdetail("The name is %zu bytes long; the limit is %d bytes.",
-						   len, ZK_NAME_MAX)));
-	if (name[0] == '/' || name[len - 1] == '/')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid zklock lock name \"%s\"", name),
-				 errdetail("A name must not begin or end with \"/\"; it is relative to zklock.root.")));
-	problem = zk_path_problem(name);
-	if (problem)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid zklock lock name"),
-				 errdetail("The name contains %s.", problem)));
+						   strlen(name), ZK_NAME_MAX)));
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("invalid zklock %s \"%s\"", what, name),
+			 errdetail("%s", problem)));
 }
 
 /*
@@ -139,10 +166,10 @@ zk_check_root(char **newval, void **extra, GucSource source)
 		GUC_check_errdetail("zklock.root must be at most %d bytes long.", ZK_ROOT_MAX);
 		return false;
 	}
-	problem = zk_path_problem(root + 1);
+	problem = zk_path_problem(root + 1, false);
 	if (problem)
 	{
-		GUC_check_errdetail("zklock.root contains %s.", problem);
+		GUC_check_errdetail("%s", problem);
 		return false;
 	}
 	if (strcmp(root, "/zookeeper") == 0 || strncmp(root, "/zookeeper/", 11) == 0)
@@ -154,80 +181,106 @@ zk_check_root(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Write the parent path of a lock's nodes, <root>/<name><suffix>, into buf.
- * Returns the length written.  Names are validated and bounded, so the
- * buffer of ZK_PATH_MAX always suffices.
+ * GUC check hook for zklock.leader_groups: a comma-separated list of at most
+ * ZK_MAX_GROUPS distinct names that follow the name rules.
+ */
+bool
+zk_check_groups(char **newval, void **extra, GucSource source)
+{
+	char	   *raw = pstrdup(*newval);
+	List	   *groups;
+	ListCell   *lc;
+	int			code;
+
+	if (!SplitIdentifierString(raw, ',', &groups))
+	{
+		GUC_check_errdetail("zklock.leader_groups must be a comma-separated list of names.");
+		return false;
+	}
+	if (list_length(groups) > ZK_MAX_GROUPS)
+	{
+		GUC_check_errdetail("zklock.leader_groups can name at most %d groups.", ZK_MAX_GROUPS);
+		return false;
+	}
+	foreach(lc, groups)
+	{
+		const char *problem = zk_name_problem(lfirst(lc), &code);
+
+		if (problem)
+		{
+			GUC_check_errdetail("Group \"%s\": %s", (char *) lfirst(lc), problem);
+			return false;
+		}
+		for (ListCell *lc2 = lnext(groups, lc); lc2; lc2 = lnext(groups, lc2))
+			if (strcmp(lfirst(lc), lfirst(lc2)) == 0)
+			{
+				GUC_check_errdetail("Group \"%s\" is named twice.", (char *) lfirst(lc));
+				return false;
+			}
+	}
+	return true;
+}
+
+/*
+ * Write the path <root>/<name><suffix> into buf.  Returns the length
+ * written.  Names are validated and bounded, so ZK_PATH_MAX always
+ * suffices.
  */
 int
-zk_parent_path(char *buf, size_t size, const char *name, const char *suffix)
+zk_path(char *buf, size_t size, const char *name, const char *suffix)
 {
-	int			n = snprintf(buf, size, "%s/%s%s", zklock_root, name, suffix);
+	int			n = snprintf(buf, size, "%s/%s%s", zklock_root, name,
+							 suffix ? suffix : "");
 
 	Assert(n > 0 && (size_t) n < size);
 	return n;
 }
 
 /*
- * Write a fresh protected prefix "_c_<uuid>-" (a random version 4 UUID in
- * lowercase, Curator's form) into buf.
+ * The node name of a job claim's slot: its time in UTC, ISO 8601,
+ * "2026-11-23T10:00:00Z", with microseconds when it has any
+ * ("...T10:00:00.250000Z").  One slot, one name.  The caller has refused
+ * infinite slots.
  */
-void
-zk_new_protected_prefix(char *buf, size_t size)
+char *
+zk_slot_name(TimestampTz slot)
 {
-	uint8		u[16];
+	struct pg_tm tm;
+	fsec_t		fsec;
 
-	if (!pg_strong_random(u, sizeof(u)))
+	if (timestamp2tm(slot, NULL, &tm, &fsec, NULL, NULL) != 0)
 		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random UUID")));
-	u[6] = (u[6] & 0x0f) | 0x40;
-	u[8] = (u[8] & 0x3f) | 0x80;
-	snprintf(buf, size,
-			 "_c_%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x-",
-			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7],
-			 u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	if (fsec != 0)
+		return psprintf("%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
+						tm.tm_year, tm.tm_mon, tm.tm_mday,
+						tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
+	return psprintf("%04d-%02d-%02dT%02d:%02d:%02dZ",
+					tm.tm_year, tm.tm_mon, tm.tm_mday,
+					tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-/* Does this child name end in a sequence number, i.e. is it a lock node? */
-static bool
-zk_has_sequence(const char *name, size_t len)
-{
-	if (len < SEQ_DIGITS)
-		return false;
-	for (size_t i = len - SEQ_DIGITS; i < len; i++)
-		if (name[i] < '0' || name[i] > '9')
-			return false;
-	return true;
-}
-
-/*
- * qsort-style comparison of two child names of a lock: lock nodes (names
- * ending in a 10-digit sequence number, ours, Curator's and Kazoo's alike)
- * come first, ordered by that number; anything else after them, by name.
- * The engine ignores the latter: a foreign child can never be a holder.
- */
-int
-zk_compare_children(const char *a, const char *b)
-{
-	size_t		la = strlen(a);
-	size_t		lb = strlen(b);
-	bool		sa = zk_has_sequence(a, la);
-	bool		sb = zk_has_sequence(b, lb);
-
-	if (sa && sb)
-	{
-		int			c = memcmp(a + la - SEQ_DIGITS, b + lb - SEQ_DIGITS, SEQ_DIGITS);
-
-		return c != 0 ? c : strcmp(a, b);
-	}
-	if (sa != sb)
-		return sa ? -1 : 1;
-	return strcmp(a, b);
-}
-
-/* Is this child a lock node (see zk_compare_children)? */
+/* Parse a slot node name back; false when it is not one. */
 bool
-zk_is_lock_node(const char *name)
+zk_parse_slot_name(const char *s, TimestampTz *slot)
 {
-	return zk_has_sequence(name, strlen(name));
+	struct pg_tm tm;
+	int			usec = 0;
+	int			n = 0;
+	char		z = 0;
+
+	memset(&tm, 0, sizeof(tm));
+	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
+			   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6)
+		return false;
+	s += n;
+	if (*s == '.')
+	{
+		if (sscanf(s, ".%6d%c", &usec, &z) != 2 || z != 'Z' || strlen(s) != 8)
+			return false;
+	}
+	else if (strcmp(s, "Z") != 0)
+		return false;
+	return tm2timestamp(&tm, usec, NULL, slot) == 0;
 }

@@ -6,26 +6,38 @@
  * This file owns the pool of ZkEntry structs in shared memory and every
  * transition of an entry that crosses a process boundary:
  *
- *	backend: zk_request()  takes a free entry, fills it in, queues it
- *			 zk_wait()	   sleeps on its latch until the worker decided, the
- *						   caller's deadline passed or an interrupt came
- *			 zk_give_up()  hands the entry back (release, cancel, exit)
- *	worker:  zk_take_queue(), zk_set_outcome(), zk_free_entry()
+ *	backend: zk_request()	takes a free entry, fills it in, queues it
+ *			 zk_wait()		sleeps on its latch until the worker decided, the
+ *							caller's deadline passed or an interrupt came
+ *			 zk_ask()		asks more of a held entry, and waits for it
+ *			 zk_give_up()	hands the entry back (release, cancel, exit)
+ *	worker:  zk_take_queue(), zk_set_outcome(), zk_set_grant(), ...,
+ *			 zk_free_entry()
+ *
+ * It also owns the one rule for "this backend holds it": the entry is
+ * HELD, and the ZooKeeper session its node belongs to is the worker's
+ * current session, confirmed within the last half session timeout
+ * (zk_entry_valid).  Re-entrant grants, the *_held and *_token functions and
+ * the COMMIT check all ask this, so none of them can vouch for a node of a
+ * session that is gone or that nobody has confirmed lately.
  *
  * The rule that keeps ZooKeeper clean: once a backend has given an entry up
- * it never looks at it again, and only the worker frees it, after its znode
- * is gone.  So whatever ends a wait, no node is left behind and no given-up
- * entry can turn into a holder.
+ * it never looks at it again, and the worker deals with whatever the entry
+ * left in ZooKeeper.  So whatever ends a wait, no node is left behind and no
+ * given-up entry can turn into a holder.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
@@ -34,6 +46,8 @@
 ZkShared   *zk_shared = NULL;
 
 static bool exit_hook_registered = false;
+
+static void zk_sleep(long wait_ms);
 
 static Size
 zk_shmem_size(void)
@@ -63,12 +77,15 @@ zk_shmem_startup(void)
 		memset(zk_shared, 0, zk_shmem_size());
 		zk_shared->lock = &(GetNamedLWLockTranche("zklock"))->lock;
 		zk_shared->session_state = ZKS_CONNECTING;
-		pg_atomic_init_u64(&zk_shared->confirmed_at, 0);
 		pg_atomic_init_u64(&zk_shared->n_requests, 0);
 		pg_atomic_init_u64(&zk_shared->n_grants, 0);
+		pg_atomic_init_u64(&zk_shared->n_local_grants, 0);
 		pg_atomic_init_u64(&zk_shared->n_timeouts, 0);
 		pg_atomic_init_u64(&zk_shared->n_reconnects, 0);
 		pg_atomic_init_u64(&zk_shared->n_session_losses, 0);
+		pg_atomic_init_u64(&zk_shared->n_orphans, 0);
+		pg_atomic_init_u32(&zk_shared->n_nodes, 0);
+		pg_atomic_init_u32(&zk_shared->n_watches, 0);
 		dlist_init(&zk_shared->free_entries);
 		ConditionVariableInit(&zk_shared->entry_freed);
 		dlist_init(&zk_shared->queue);
@@ -141,14 +158,13 @@ zk_backend_exit(int code, Datum arg)
 }
 
 /*
- * Ask the worker for a kind of lock on a name.  Returns the entry's id and,
- * in *generation, its generation, which the caller passes to every later
- * call about it.  Raises an ERROR naming zklock.max_locks when the pool is
- * exhausted.
+ * Ask the worker for something (see ZkRequest).  Returns the entry's id
+ * and, in *generation, its generation, which the caller passes to every
+ * later call about it.  Raises an ERROR naming zklock.max_locks when the
+ * pool is exhausted.
  */
 int
-zk_request(ZkKind kind, const char *name, bool nowait, int32 max_leases,
-		   const char *skip_node, uint32 *generation)
+zk_request(const ZkRequest *req, uint32 *generation)
 {
 	ZkEntry    *e;
 	TimestampTz now = GetCurrentTimestamp();
@@ -161,7 +177,7 @@ zk_request(ZkKind kind, const char *name, bool nowait, int32 max_leases,
 
 	/*
 	 * When the pool is exhausted only because entries given up a moment ago
-	 * still wait for their node's deletion, wait for those (no longer than
+	 * still wait for the worker, wait for those (no longer than
 	 * zklock.connect_timeout); otherwise the limit is reached.
 	 */
 	for (;;)
@@ -182,9 +198,10 @@ zk_request(ZkKind kind, const char *name, bool nowait, int32 max_leases,
 			ConditionVariableCancelSleep();
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("too many zklock locks and requests in this instance"),
-					 errhint("Increase zklock.max_locks (currently %d).",
-							 zklock_max_locks)));
+					 errmsg("too many zklock requests in this instance"),
+					 errdetail("All %d entries of zklock.max_locks are in use by holdings and waiting requests.",
+							   zklock_max_locks),
+					 errhint("Increase zklock.max_locks.")));
 		}
 		(void) ConditionVariableTimedSleep(&zk_shared->entry_freed, 100,
 										   PG_WAIT_EXTENSION);
@@ -198,16 +215,24 @@ zk_request(ZkKind kind, const char *name, bool nowait, int32 max_leases,
 	e->owner_procno = MyProc->pgprocno;
 	e->owner_pid = MyProcPid;
 	e->database = MyDatabaseId;
-	e->kind = kind;
-	e->nowait = nowait;
-	e->max_leases = max_leases;
-	strlcpy(e->skip_node, skip_node ? skip_node : "", sizeof(e->skip_node));
+	e->kind = req->kind;
+	e->flags = req->flags;
+	e->arg = req->arg;
+	e->targ = req->targ;
+	e->expect_session = req->expect_session;
 	e->requested_at = now;
 	e->connect_timeout = zklock_connect_timeout;
 	e->connect_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
-	strlcpy(e->name, name, sizeof(e->name));
+	strlcpy(e->app, application_name ? application_name : "", sizeof(e->app));
+	strlcpy(e->name, req->name, sizeof(e->name));
+	e->ask = ZK_ASK_NONE;
+	e->ask_state = ZK_ASK_IDLE;
 	e->token = 0;
+	e->session_id = 0;
 	e->granted_at = 0;
+	e->result = 0;
+	e->rows = 0;
+	e->revoke_requested = false;
 	e->sqlerrcode = 0;
 	e->errmsg[0] = '\0';
 	e->node[0] = '\0';
@@ -226,7 +251,7 @@ zk_request(ZkKind kind, const char *name, bool nowait, int32 max_leases,
 /*
  * Hand an entry back to the worker: the caller no longer holds or wants it.
  * Never throws (it is called from abort callbacks and exit hooks) and never
- * waits; the worker deletes the node and frees the entry.
+ * waits.
  */
 void
 zk_give_up(int id, uint32 generation)
@@ -241,9 +266,102 @@ zk_give_up(int id, uint32 generation)
 }
 
 /*
- * Give up a still-pending request atomically with respect to the worker's
- * grant: returns the state it had, which is HELD if the grant came first
- * (the caller then owns the holding).
+ * Is this session the worker's current one, confirmed recently enough to
+ * vouch for its nodes?  Only while the worker has confirmed it through the
+ * ZooKeeper leader within the last half of the session timeout (see
+ * session.c): a paused, hung or cut-off worker stops vouching for its
+ * nodes long before ZooKeeper could expire them and grant them to someone
+ * else, and a node of any earlier session never counts.  Caller holds the
+ * lock.
+ */
+static bool
+zk_trusted_locked(int64 session_id)
+{
+	return session_id != 0 &&
+		session_id == zk_shared->session_id &&
+		zk_shared->session_timeout > 0 &&
+		!TimestampDifferenceExceeds(zk_shared->confirmed_at,
+									GetCurrentTimestamp(),
+									zk_shared->session_timeout / 2);
+}
+
+bool
+zk_trusted_session(int64 session_id)
+{
+	bool		trusted;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	trusted = zk_trusted_locked(session_id);
+	LWLockRelease(zk_shared->lock);
+	return trusted;
+}
+
+/*
+ * Does the caller hold this entry now?  ZKE_HELD only when it is granted,
+ * in the worker's current session, confirmed recently (see above);
+ * ZKE_LOST when the worker said it is lost (its session is gone) or it is
+ * no longer the caller's; ZKE_PENDING when it is granted but cannot be
+ * vouched for now (no current session, or not confirmed lately): it may
+ * turn out held or lost.  *token, when given, gets the fencing token.
+ */
+ZkEntryState
+zk_entry_check(int id, uint32 generation, int64 *token)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	ZkEntryState state = ZKE_LOST;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	if (e->generation == generation && e->state == ZKE_HELD && !e->released)
+		state = zk_trusted_locked(e->session_id) ? ZKE_HELD : ZKE_PENDING;
+	if (token)
+		*token = e->token;
+	LWLockRelease(zk_shared->lock);
+	return state;
+}
+
+/* The ZooKeeper session an entry was granted in (0 if none). */
+int64
+zk_entry_session(int id, uint32 generation)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int64		session;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	session = e->generation == generation ? e->session_id : 0;
+	LWLockRelease(zk_shared->lock);
+	return session;
+}
+
+bool
+zk_entry_valid(int id, uint32 generation, int64 *token)
+{
+	return zk_entry_check(id, generation, token) == ZKE_HELD;
+}
+
+/*
+ * Wait, until the deadline (0: none), for a granted entry whose session is
+ * not confirmed lately to be confirmed, or lost.  Returns the last
+ * zk_entry_check() answer; the entry stays the caller's either way.
+ */
+ZkEntryState
+zk_wait_confirmed(int id, uint32 generation, TimestampTz deadline)
+{
+	for (;;)
+	{
+		ZkEntryState state = zk_entry_check(id, generation, NULL);
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (state != ZKE_PENDING || (deadline != 0 && now >= deadline))
+			return state;
+		zk_sleep(deadline ? Min(100, (deadline - now + 999) / 1000) : 100);
+	}
+}
+
+/*
+ * Give up a request that is still waiting, atomically with respect to the
+ * worker's decision: returns HELD if a valid grant came first (the caller
+ * then owns the holding), else the entry is given up and its last state
+ * returned.
  */
 static ZkEntryState
 zk_cancel(ZkEntry *e)
@@ -252,6 +370,8 @@ zk_cancel(ZkEntry *e)
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	state = e->state;
+	if (state == ZKE_HELD && !zk_trusted_locked(e->session_id))
+		state = ZKE_PENDING;	/* an unconfirmed grant is no grant */
 	if (state != ZKE_HELD)
 		zk_release_locked(e);
 	LWLockRelease(zk_shared->lock);
@@ -265,16 +385,75 @@ zk_ms_until(TimestampTz now, TimestampTz t)
 	return t <= now ? 0 : (long) ((t - now + 999) / 1000);
 }
 
+/* ERROR with the worker's reason for FAILED; the entry is given up first. */
+static void
+zk_raise_failure(ZkEntry *e, int id, uint32 generation)
+{
+	int			code = e->sqlerrcode;
+	char		msg[ZK_ERRMSG_MAX];
+	char		name[ZK_NAME_MAX + 1];
+	ZkKind		kind = e->kind;
+
+	/* copy it all: once given up, the entry may be reused */
+	strlcpy(msg, e->errmsg, sizeof(msg));
+	strlcpy(name, e->name, sizeof(name));
+	zk_give_up(id, generation);
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("zklock could not %s \"%s\"", zk_kind_verb(kind), name),
+			 errdetail_internal("%s", msg)));
+}
+
 /*
- * Wait for the outcome of a request, like a core lock wait: on the latch,
- * shown as wait_event_type 'Extension', with lock_timeout, statement_timeout
- * and cancel working as they do for core locks.
+ * The error of a request that found no usable ZooKeeper session within
+ * zklock.connect_timeout; the worker's last error says why.
+ */
+static void
+zk_raise_unreachable(int id, uint32 generation)
+{
+	char		last[ZK_ERRMSG_MAX];
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	strlcpy(last, zk_shared->last_error, sizeof(last));
+	LWLockRelease(zk_shared->lock);
+	zk_give_up(id, generation);
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
+			 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms)%s%s",
+					   zklock_connect_timeout,
+					   last[0] ? "; its last error: " : ".", last),
+			 errhint("Check zklock.hosts and the zklock worker's messages in the server log.")));
+}
+
+/*
+ * Sleep on the latch until woken or until wait_ms (at most a second) has
+ * passed, like a core lock wait: shown as wait_event_type 'Extension', with
+ * statement_timeout, lock_timeout and cancel arriving as ERRORs.
+ */
+static void
+zk_sleep(long wait_ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Max(Min(wait_ms, 1000), 1), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * Wait for the outcome of a request until the deadline (0: none).
  *
- * Returns ZKE_HELD when granted (the caller owns the entry), otherwise the
- * entry has been given up already: ZKE_WOULD_BLOCK for a no-wait request that
- * found the lock taken, ZKE_PENDING when the deadline (0: none) passed.
- * Errors reported by the worker, the connect timeout and interrupts are
- * raised as ERRORs, after giving the entry up.
+ * Returns
+ *	ZKE_HELD		granted, in a confirmed session: the caller owns it
+ *	ZKE_DONE		a one-shot request finished (see zk_entry_result)
+ *	ZKE_WOULD_BLOCK	a no-wait request found it taken (entry given up)
+ *	ZKE_PENDING		the deadline passed (entry given up)
+ *	ZKE_LOST		the session was lost and the request was not started
+ *					again (ZKR_NO_RESTART; entry given up)
+ * A failure reported by the worker, a missing ZooKeeper session after
+ * zklock.connect_timeout and interrupts are raised as ERRORs, after giving
+ * the entry up.  A grant whose session is not confirmed is waited on until
+ * it is, or is lost.
  */
 ZkEntryState
 zk_wait(int id, uint32 generation, TimestampTz deadline)
@@ -291,6 +470,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 		for (;;)
 		{
 			ZkEntryState state;
+			bool		trusted;
 			bool		connecting;
 			TimestampTz connect_deadline;
 			TimestampTz now;
@@ -298,37 +478,26 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 
 			LWLockAcquire(zk_shared->lock, LW_SHARED);
 			state = e->state;
-			connecting = e->node[0] == '\0' &&
-				zk_shared->session_state != ZKS_CONNECTED;
+			trusted = zk_trusted_locked(e->session_id);
+			/* a request that has no node yet needs a session soon */
+			connecting = zk_shared->session_state != ZKS_CONNECTED &&
+				state == ZKE_PENDING && e->node[0] == '\0';
 			connect_deadline = e->connect_deadline;
 			LWLockRelease(zk_shared->lock);
 
-			if (state == ZKE_HELD)
+			if ((state == ZKE_HELD && trusted) || state == ZKE_DONE)
 			{
 				result = state;
 				break;
 			}
-			if (state == ZKE_WOULD_BLOCK)
+			if (state == ZKE_WOULD_BLOCK || state == ZKE_LOST)
 			{
 				zk_give_up(id, generation);
 				result = state;
 				break;
 			}
 			if (state == ZKE_FAILED)
-			{
-				/* copy it all: once given up, the entry may be reused */
-				int			code = e->sqlerrcode;
-				char		msg[ZK_ERRMSG_MAX];
-				char		name[ZK_NAME_MAX + 1];
-
-				strlcpy(msg, e->errmsg, sizeof(msg));
-				strlcpy(name, e->name, sizeof(name));
-				zk_give_up(id, generation);
-				ereport(ERROR,
-						(errcode(code),
-						 errmsg("could not acquire zklock lock \"%s\": %s",
-								name, msg)));
-			}
+				zk_raise_failure(e, id, generation);
 
 			now = GetCurrentTimestamp();
 			if (deadline != 0)
@@ -336,8 +505,13 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 				if (now >= deadline)
 				{
 					result = zk_cancel(e);
-					if (result != ZKE_HELD)
+					if (result == ZKE_FAILED)
+						zk_raise_failure(e, id, generation);
+					if (result != ZKE_HELD && result != ZKE_DONE)
+					{
+						result = ZKE_PENDING;
 						pg_atomic_fetch_add_u64(&zk_shared->n_timeouts, 1);
+					}
 					break;
 				}
 				wait_ms = Min(wait_ms, zk_ms_until(now, deadline));
@@ -345,23 +519,10 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			if (connecting)
 			{
 				if (now >= connect_deadline)
-				{
-					zk_give_up(id, generation);
-					ereport(ERROR,
-							(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-							 errmsg("could not reach ZooKeeper at \"%s\"",
-									zklock_hosts),
-							 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms).",
-									   zklock_connect_timeout)));
-				}
+					zk_raise_unreachable(id, generation);
 				wait_ms = Min(wait_ms, zk_ms_until(now, connect_deadline));
 			}
-
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Max(wait_ms, 1), PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			zk_sleep(wait_ms);
 		}
 	}
 	PG_CATCH();
@@ -379,56 +540,100 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 }
 
 /*
- * Can holdings be trusted now?  Only while the worker has confirmed its
- * session within the last half of the session timeout (see session.c): a
- * paused, hung or cut-off worker stops vouching for its locks long before
- * ZooKeeper could expire them and grant them to someone else.
+ * Ask the worker for something more on an entry the caller holds, and wait
+ * until it is done or the deadline (0: none) passes.  A failure or the
+ * deadline raise an ERROR; the entry stays the caller's either way (it
+ * gives it up as usual).
  */
-bool
-zk_session_trusted(void)
+void
+zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 {
-	TimestampTz confirmed = (TimestampTz) pg_atomic_read_u64(&zk_shared->confirmed_at);
-	int			timeout;
+	ZkEntry    *e = ZK_ENTRY(id);
 
-	LWLockAcquire(zk_shared->lock, LW_SHARED);
-	timeout = zk_shared->session_timeout;
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	Assert(e->generation == generation && !e->released);
+	e->ask = ask;
+	e->ask_state = ZK_ASK_PENDING;
+	e->sqlerrcode = 0;
+	e->errmsg[0] = '\0';
+	zk_queue_locked(e);
 	LWLockRelease(zk_shared->lock);
+	zk_wake_worker();
 
-	return timeout > 0 &&
-		!TimestampDifferenceExceeds(confirmed, GetCurrentTimestamp(),
-									timeout / 2);
+	for (;;)
+	{
+		ZkAskState state;
+		int			code;
+		char		msg[ZK_ERRMSG_MAX];
+		TimestampTz now;
+
+		LWLockAcquire(zk_shared->lock, LW_SHARED);
+		state = e->ask_state;
+		code = e->sqlerrcode;
+		strlcpy(msg, e->errmsg, sizeof(msg));
+		LWLockRelease(zk_shared->lock);
+
+		if (state == ZK_ASK_DONE)
+			return;
+		if (state == ZK_ASK_FAILED)
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("zklock could not %s \"%s\"",
+							ask == ZK_ASK_FINALIZE ? "make final the job claim" :
+							"leave the double barrier", e->name),
+					 errdetail_internal("%s", msg)));
+		now = GetCurrentTimestamp();
+		if (deadline != 0 && now >= deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("zklock timed out waiting for ZooKeeper")));
+		zk_sleep(deadline ? zk_ms_until(now, deadline) : 1000);
+	}
 }
 
-/*
- * The current state of an entry this backend owns, and its fencing token.
- */
+/* The state of an entry this backend owns (LOST if it is not its own). */
 ZkEntryState
-zk_entry_state(int id, uint32 generation, int64 *token)
+zk_entry_state(int id, uint32 generation)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 	ZkEntryState state;
 
 	LWLockAcquire(zk_shared->lock, LW_SHARED);
 	state = e->generation == generation ? e->state : ZKE_LOST;
-	if (token)
-		*token = e->token;
 	LWLockRelease(zk_shared->lock);
 	return state;
 }
 
-/* Copy the node name of an entry this backend holds (ZK_NODE_MAX bytes). */
-void
-zk_entry_node(int id, char *node)
+/* The answer of a one-shot request that is DONE. */
+int64
+zk_entry_result(int id, uint32 generation)
 {
+	ZkEntry    *e = ZK_ENTRY(id);
+	int64		result;
+
 	LWLockAcquire(zk_shared->lock, LW_SHARED);
-	strlcpy(node, ZK_ENTRY(id)->node, ZK_NODE_MAX);
+	Assert(e->generation == generation);
+	result = e->result;
 	LWLockRelease(zk_shared->lock);
+	return result;
+}
+
+/* Has someone asked the holder of this entry to let go? */
+bool
+zk_entry_revoked(int id, uint32 generation)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	bool		revoked;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	revoked = e->generation == generation && e->revoke_requested;
+	LWLockRelease(zk_shared->lock);
+	return revoked;
 }
 
 /* Publish how often the owner holds an entry, for the zk_locks view. */
 void
-zk_entry_set_counts(int id, uint32 generation, int session_count,
-					int xact_count)
+zk_entry_publish(int id, uint32 generation, int session_count, int xact_count)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 
@@ -441,11 +646,66 @@ zk_entry_set_counts(int id, uint32 generation, int session_count,
 	LWLockRelease(zk_shared->lock);
 }
 
+/*
+ * Take the rows of a DONE listing request: returns how many, with *rows
+ * allocated in the caller's memory context.  The DSM segment the worker
+ * made is released.
+ */
+int
+zk_read_rows(int id, uint32 generation, ZkRow **rows)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	dsm_handle	handle;
+	dsm_segment *seg;
+	char	   *p;
+	int			n;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	Assert(e->generation == generation);
+	handle = e->rows;
+	e->rows = 0;
+	LWLockRelease(zk_shared->lock);
+
+	*rows = NULL;
+	if (handle == 0)
+		return 0;
+	seg = dsm_attach(handle);
+	dsm_unpin_segment(handle);
+	if (seg == NULL)
+		return 0;
+
+	/* layout: int32 count, then per row int32 ncols and per column a flag
+	 * byte (0: NULL) and a NUL-terminated string */
+	p = dsm_segment_address(seg);
+	memcpy(&n, p, sizeof(int32));
+	p += sizeof(int32);
+	*rows = palloc0(sizeof(ZkRow) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		ZkRow	   *r = &(*rows)[i];
+
+		memcpy(&r->ncols, p, sizeof(int32));
+		p += sizeof(int32);
+		for (int c = 0; c < r->ncols; c++)
+		{
+			bool		isnull = (*p++ == 0);
+
+			if (isnull)
+				r->cols[c] = NULL;
+			else
+			{
+				r->cols[c] = pstrdup(p);
+				p += strlen(p) + 1;
+			}
+		}
+	}
+	dsm_detach(seg);
+	return n;
+}
+
 /* ---- worker side ---- */
 
-/*
- * Take up to max ids off the worker queue.  Returns how many.
- */
+/* Take up to max ids off the worker queue.  Returns how many. */
 int
 zk_take_queue(int *ids, int max)
 {
@@ -464,9 +724,23 @@ zk_take_queue(int *ids, int max)
 	return n;
 }
 
+/* Wake the owner of an entry unless it gave the entry up; lock held. */
+static int
+zk_owner_locked(ZkEntry *e)
+{
+	return e->released ? -1 : e->owner_procno;
+}
+
+static void
+zk_wake(int procno)
+{
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
 /*
  * Record the outcome of a request (or the loss of a holding) and wake its
- * backend.  The message, if any, goes to the backend's error report.
+ * backend.  The message, if any, becomes the DETAIL of the backend's error.
  */
 void
 zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
@@ -485,24 +759,171 @@ zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
 		vsnprintf(e->errmsg, sizeof(e->errmsg), fmt, ap);
 		va_end(ap);
 	}
-	if (state == ZKE_HELD)
-	{
-		e->granted_at = GetCurrentTimestamp();
+	if (state != ZKE_PENDING)
 		e->waiting_on[0] = '\0';
-		pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
-	}
-	procno = e->released ? -1 : e->owner_procno;
+	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-
-	if (procno >= 0)
-		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+	zk_wake(procno);
 }
 
-/* Return an entry to the free list. */
+/* Grant an entry: its fencing token, the session and node it holds by. */
+void
+zk_set_grant(int id, int64 token, int64 session_id, const char *node)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->state = ZKE_HELD;
+	e->token = token;
+	e->session_id = session_id;
+	e->granted_at = GetCurrentTimestamp();
+	strlcpy(e->node, node, sizeof(e->node));
+	e->waiting_on[0] = '\0';
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
+	zk_wake(procno);
+}
+
+/* Finish a one-shot request with its answer. */
+void
+zk_set_result(int id, int64 result)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->state = ZKE_DONE;
+	e->result = result;
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Append one row (ncols strings, NULL for SQL NULL) to a listing. */
+void
+zk_add_row(StringInfo rows, int ncols, const char *const *cols)
+{
+	int32		nc = ncols;
+
+	if (rows->len == 0)
+	{
+		int32		zero = 0;
+
+		appendBinaryStringInfo(rows, (char *) &zero, sizeof(int32));
+	}
+	appendBinaryStringInfo(rows, (char *) &nc, sizeof(int32));
+	for (int c = 0; c < ncols; c++)
+	{
+		appendStringInfoChar(rows, cols[c] ? 1 : 0);
+		if (cols[c])
+			appendBinaryStringInfo(rows, cols[c], strlen(cols[c]) + 1);
+	}
+	((int32 *) rows->data)[0]++;
+}
+
+/*
+ * Finish a listing request: its rows go into a DSM segment the backend
+ * attaches to (and unpins); the entry becomes DONE with the row count.
+ * Worker only (it may ERROR if no DSM segment can be made: the caller runs
+ * outside ZooKeeper callbacks).
+ */
+void
+zk_set_rows(int id, StringInfo rows)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	dsm_segment *seg = NULL;
+	dsm_handle	handle = 0;
+	int32		n = 0;
+	int			procno;
+
+	if (rows->len > 0)
+	{
+		memcpy(&n, rows->data, sizeof(int32));
+		seg = dsm_create(rows->len, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	}
+	if (seg)
+	{
+		memcpy(dsm_segment_address(seg), rows->data, rows->len);
+		dsm_pin_segment(seg);
+		handle = dsm_segment_handle(seg);
+		dsm_detach(seg);
+	}
+	else if (rows->len > 0)
+	{
+		zk_set_outcome(id, ZKE_FAILED, ERRCODE_OUT_OF_MEMORY,
+					   "No dynamic shared memory segment was available for the answer.");
+		return;
+	}
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->released && handle != 0)
+	{
+		LWLockRelease(zk_shared->lock);
+		dsm_unpin_segment(handle);
+		return;
+	}
+	e->rows = handle;
+	e->result = n;
+	e->state = ZKE_DONE;
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Finish an ask of the owner on a held entry. */
+void
+zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode, const char *fmt,...)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->ask_state = state;
+	e->sqlerrcode = sqlerrcode;
+	if (fmt)
+	{
+		va_list		ap;
+
+		va_start(ap, fmt);
+		vsnprintf(e->errmsg, sizeof(e->errmsg), fmt, ap);
+		va_end(ap);
+	}
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Record the node of a request and the node it waits for ("" for none). */
+void
+zk_set_node(int id, const char *node, const char *waiting_on)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	strlcpy(e->node, node ? node : "", ZK_NODE_MAX);
+	strlcpy(e->waiting_on, waiting_on ? waiting_on : "", ZK_NODE_MAX);
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Note that someone asked the holder of an entry to let go. */
+void
+zk_set_revoke_requested(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->revoke_requested = true;
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Return an entry to the free list (any listing it held is dropped). */
 void
 zk_free_entry(int id)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
+	dsm_handle	rows;
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	if (e->queued)
@@ -511,21 +932,37 @@ zk_free_entry(int id)
 	e->state = ZKE_FREE;
 	e->released = false;
 	e->owner_pid = 0;
+	rows = e->rows;
+	e->rows = 0;
 	dlist_push_head(&zk_shared->free_entries, &e->link);
 	LWLockRelease(zk_shared->lock);
+	if (rows != 0)
+		dsm_unpin_segment(rows);
 	ConditionVariableBroadcast(&zk_shared->entry_freed);
 }
 
-/* Publish the session state; wakes every waiting backend. */
+/* Publish the session state. */
 void
 zk_set_session_state(ZkSessionState state, int64 session_id, int timeout,
 					 const char *server)
 {
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	strlcpy(zk_shared->server, server ? server : "", sizeof(zk_shared->server));
+	if (session_id != zk_shared->session_id)
+		zk_shared->confirmed_at = 0;
 	zk_shared->session_state = state;
 	zk_shared->session_id = session_id;
 	zk_shared->session_timeout = timeout;
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Publish that the session was confirmed alive at "at" (see session.c). */
+void
+zk_set_confirmed(int64 session_id, TimestampTz at)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (session_id == zk_shared->session_id && at > zk_shared->confirmed_at)
+		zk_shared->confirmed_at = at;
 	LWLockRelease(zk_shared->lock);
 }
 
@@ -539,14 +976,5 @@ zk_set_last_error(const char *fmt,...)
 	va_start(ap, fmt);
 	vsnprintf(zk_shared->last_error, sizeof(zk_shared->last_error), fmt, ap);
 	va_end(ap);
-	LWLockRelease(zk_shared->lock);
-}
-
-/* Record which node an entry waits for ("" for none), for zk_locks. */
-void
-zk_set_waiting_on(int id, const char *node)
-{
-	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
-	strlcpy(ZK_ENTRY(id)->waiting_on, node, ZK_NODE_MAX);
 	LWLockRelease(zk_shared->lock);
 }

@@ -19,13 +19,22 @@
  *				reconnects); a new session is opened at once
  *
  * How long holdings can be trusted: every quarter of the session timeout we
- * send a cheap read (a probe) and, when its reply comes, publish the time
- * the probe was *sent* as "confirmed_at".  ZooKeeper processed the probe
- * after that time, so the session lived then and cannot expire before
- * confirmed_at + timeout.  Backends trust a holding only while confirmed_at
- * is younger than half the timeout; a paused or cut-off worker therefore
- * stops vouching for its locks well before ZooKeeper could hand them to
- * someone else.
+ * send a sync (a probe) and, when its reply comes, publish the time the
+ * probe was *sent* as "confirmed_at".  A sync is answered only once the
+ * ZooKeeper leader has processed it, after every proposal it had
+ * outstanding (a closeSession included) and in order with them on the way
+ * back: a follower cut off from the leader, which still serves reads for
+ * up to syncLimit x tickTime, cannot answer it.  So the reply proves that
+ * the quorum still had the session after the probe was sent, and it cannot
+ * expire before confirmed_at + timeout.  Backends trust a holding only
+ * while confirmed_at is younger than half the timeout and the holding
+ * belongs to this very session (protocol.c); a paused or cut-off worker
+ * therefore stops vouching for its locks well before ZooKeeper could hand
+ * them to someone else.
+ *
+ * This file never calls the engine: what happened to the session comes
+ * back from zk_session_wait() as events, and the worker loop tells the
+ * engine.
  *
  * Crash restarts: the session id and password are kept in
  * $PGDATA/zklock.session.  After a crash (kill -9 of any backend restarts
@@ -50,7 +59,7 @@
 #include "postmaster/postmaster.h"
 
 #include "protocol.h"
-#include "worker.h"
+#include "session.h"
 
 #define SESSION_FILE "zklock.session"
 
@@ -71,6 +80,10 @@ static TimestampTz reopen_at = 0;	/* retry a failed zookeeper_init then */
 static bool auth_failed = false;
 static int	pending_fd = -1;		/* socket of a connection being set up */
 static TimestampTz pending_since = 0;
+static volatile int observed_state = 0;	/* set by the watcher */
+static volatile bool state_changed = false;
+static int	events = 0;			/* ZK_EVENT_* since the last wait returned */
+static const char *event_why = NULL;	/* for ZK_EVENT_LOST */
 
 static void open_handle(const clientid_t *cid);
 
@@ -78,6 +91,13 @@ bool
 zk_session_connected(void)
 {
 	return zk_zh != NULL && connected && !ending_old;
+}
+
+/* The id of the current session, or 0. */
+int64
+zk_session_id(void)
+{
+	return zk_zh != NULL && !ending_old ? session_id : 0;
 }
 
 /* Route the client's own log lines to the server log at DEBUG1. */
@@ -176,17 +196,27 @@ publish_confirmed(TimestampTz t)
 	if (t > confirmed_at)
 	{
 		confirmed_at = t;
-		pg_atomic_write_u64(&zk_shared->confirmed_at, (uint64) t);
+		zk_set_confirmed(session_id, t);
 	}
 }
 
+/*
+ * The probe's reply (see the file header).  Never throws (publishing takes
+ * the shared LWLock only).
+ */
 static void
-probe_done(int rc, const struct Stat *stat, const void *data)
+probe_done(int rc, const char *value, const void *data)
 {
-	if (rc == ZOK || rc == ZNONODE)
+	if (rc == ZOK)
 		publish_confirmed((TimestampTz) (uintptr_t) data);
 }
 
+/*
+ * The client's session watcher.  Like every ZooKeeper callback it only
+ * notes what happened (session_changed() acts on it once
+ * zookeeper_process() has returned): it never throws, logs or touches
+ * shared memory.
+ */
 static void
 session_watcher(zhandle_t *zh, int type, int state, const char *path,
 				void *ctx)
@@ -202,23 +232,49 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 			end_old_now = true;
 		return;
 	}
-
-	if (state == ZOO_CONNECTED_STATE)
+	if (state == ZOO_EXPIRED_SESSION_STATE)
+		lost_reason = "the ZooKeeper session expired";
+	else if (state == ZOO_AUTH_FAILED_STATE)
 	{
-		const clientid_t *cid = zoo_client_id(zh);
+		lost_reason = "ZooKeeper refused the credentials of zklock.auth";
+		auth_failed = true;
+	}
+	else
+	{
+		observed_state = state;
+		state_changed = true;
+	}
+}
+
+/* Act on the connection state the watcher saw last. */
+static void
+session_changed(void)
+{
+	int			state = observed_state;
+
+	state_changed = false;
+	if (zk_zh == NULL || ending_old)
+		return;
+	if (state == ZOO_CONNECTED_STATE && !connected)
+	{
+		const clientid_t *cid = zoo_client_id(zk_zh);
 
 		connected = true;
 		next_probe_at = 0;		/* confirm at once */
 		if (cid->client_id != session_id)
 		{
+			/* a new session: the quorum created it just now */
 			session_id = cid->client_id;
 			confirmed_at = 0;
-			publish_confirmed(GetCurrentTimestamp());
 			write_session_file(cid);
 			ereport(LOG,
 					(errmsg("zklock connected to ZooKeeper at \"%s\", session 0x%llx, timeout %d ms",
 							session_hosts, (unsigned long long) session_id,
-							zoo_recv_timeout(zh))));
+							zoo_recv_timeout(zk_zh))));
+			zk_set_session_state(ZKS_CONNECTED, session_id,
+								 zoo_recv_timeout(zk_zh),
+								 zoo_get_current_server(zk_zh));
+			publish_confirmed(GetCurrentTimestamp());
 		}
 		else
 		{
@@ -226,30 +282,22 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 			ereport(LOG,
 					(errmsg("zklock reconnected to ZooKeeper, session 0x%llx resumed",
 							(unsigned long long) session_id)));
+			zk_set_session_state(ZKS_CONNECTED, session_id,
+								 zoo_recv_timeout(zk_zh),
+								 zoo_get_current_server(zk_zh));
 		}
-		zk_set_session_state(ZKS_CONNECTED, session_id, zoo_recv_timeout(zh),
-							 zoo_get_current_server(zh));
-		zk_engine_connected();
+		events |= ZK_EVENT_CONNECTED;
 	}
-	else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE)
+	else if ((state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) &&
+			 connected)
 	{
-		if (connected)
-		{
-			connected = false;
-			ereport(LOG,
-					(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
-							(unsigned long long) session_id)));
-			zk_set_last_error("connection to ZooKeeper lost");
-			zk_set_session_state(ZKS_SUSPENDED, session_id,
-								 zoo_recv_timeout(zh), NULL);
-		}
-	}
-	else if (state == ZOO_EXPIRED_SESSION_STATE)
-		lost_reason = "the ZooKeeper session expired";
-	else if (state == ZOO_AUTH_FAILED_STATE)
-	{
-		lost_reason = "ZooKeeper refused the credentials of zklock.auth";
-		auth_failed = true;
+		connected = false;
+		ereport(LOG,
+				(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
+						(unsigned long long) session_id)));
+		zk_set_last_error("connection to ZooKeeper lost");
+		zk_set_session_state(ZKS_SUSPENDED, session_id,
+							 zoo_recv_timeout(zk_zh), NULL);
 	}
 }
 
@@ -276,11 +324,13 @@ zk_session_acl(void)
 	return &protected_vector;
 }
 
+static volatile int auth_rc = ZOK;	/* set by auth_done, acted on later */
+
 static void
 auth_done(int rc, const void *data)
 {
 	if (rc != ZOK && rc != ZCLOSING)
-		zk_set_last_error("ZooKeeper refused zklock.auth: %s", zerror(rc));
+		auth_rc = rc;
 }
 
 /*
@@ -376,15 +426,34 @@ zk_session_stop(void)
 	{
 		zhandle_t  *zh = zk_zh;
 		bool		was_connected = connected || end_old_now;
+		int			rc;
 
 		zk_zh = NULL;
 		connected = false;
-		if (zookeeper_close(zh) == ZOK && was_connected)
+		HOLD_INTERRUPTS();
+		rc = zookeeper_close(zh);
+		RESUME_INTERRUPTS();
+		if (rc == ZOK && was_connected)
 			remove_session_file();
 	}
 }
 
-/* The session is gone or must go: tell the engine, and open a new one. */
+/* The events since the last call, for the worker loop. */
+static int
+take_events(const char **why)
+{
+	int			ev = events;
+
+	*why = event_why;
+	events = 0;
+	event_why = NULL;
+	return ev;
+}
+
+/*
+ * The session is gone or must go: note the event for the engine, and open
+ * a new one.
+ */
 static void
 session_restart(const char *why)
 {
@@ -396,7 +465,8 @@ session_restart(const char *why)
 					  (unsigned long long) session_id, why);
 	zk_set_session_state(ZKS_LOST, session_id, 0, NULL);
 	zk_session_stop();
-	zk_engine_session_lost(why);
+	events = (events & ~ZK_EVENT_CONNECTED) | ZK_EVENT_LOST;
+	event_why = why;
 	if (auth_failed)
 	{
 		/* retried only after a pause: the credentials will not improve */
@@ -409,15 +479,17 @@ session_restart(const char *why)
 
 /*
  * Settings were reloaded: move to the new ensemble or identity if
- * zklock.hosts or zklock.auth changed.
+ * zklock.hosts or zklock.auth changed.  Returns the events, as
+ * zk_session_wait().
  */
-void
-zk_session_reload(void)
+int
+zk_session_reload(const char **why)
 {
 	if (session_hosts && strcmp(session_hosts, zklock_hosts) != 0)
 		session_restart("zklock.hosts changed");
 	else if (session_auth && strcmp(session_auth, zklock_auth) != 0)
 		session_restart("zklock.auth changed");
+	return take_events(why);
 }
 
 /*
@@ -459,12 +531,14 @@ kick_stuck_handshake(int fd)
 
 /*
  * Wait for whatever the client or the worker needs (socket events, the
- * client's timeout, the next probe, our latch, at most a second) and let
- * the client process it.  Returns after one wait; the caller handles its
- * latch.
+ * client's timeout, the next probe, our latch, the engine's timeout_ms, at
+ * most a second) and let the client process it.  Returns after one wait,
+ * with the events (ZK_EVENT_*) that the engine must hear of, in the order
+ * LOST before CONNECTED; *why says why a session was lost.  The caller
+ * handles its latch.
  */
-void
-zk_session_wait(void)
+int
+zk_session_wait(long timeout_ms, const char **why)
 {
 	int			fd = -1;
 	int			interest = 0;
@@ -472,7 +546,7 @@ zk_session_wait(void)
 	long		timeout;
 	int			wl = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
 	int			rc;
-	int			events = 0;
+	int			io = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
 	if (zk_zh == NULL && now >= reopen_at)
@@ -492,19 +566,20 @@ zk_session_wait(void)
 	if (lost_reason)
 	{
 		session_restart(lost_reason);
-		return;
+		return take_events(why);
 	}
 	kick_stuck_handshake(fd);
 
 	if (zk_session_connected() && now >= next_probe_at)
 	{
-		if (zoo_aexists(zk_zh, "/", 0, probe_done,
-						(const void *) (uintptr_t) now) == ZOK)
+		if (zoo_async(zk_zh, "/", probe_done,
+					  (const void *) (uintptr_t) now) == ZOK)
 			next_probe_at = TimestampTzPlusMilliseconds(now,
 														zoo_recv_timeout(zk_zh) / 4);
 	}
 
 	timeout = Min(tv.tv_sec * 1000L + tv.tv_usec / 1000, 1000L);
+	timeout = Max(Min(timeout, timeout_ms), 0);
 	if (fd >= 0)
 	{
 		if (interest & ZOOKEEPER_READ)
@@ -514,17 +589,29 @@ zk_session_wait(void)
 	}
 	rc = WaitLatchOrSocket(MyLatch, wl, fd, timeout, PG_WAIT_EXTENSION);
 	if (rc & WL_SOCKET_READABLE)
-		events |= ZOOKEEPER_READ;
+		io |= ZOOKEEPER_READ;
 	if (rc & WL_SOCKET_WRITEABLE)
-		events |= ZOOKEEPER_WRITE;
+		io |= ZOOKEEPER_WRITE;
 
+	/* no interrupt may end the process inside the client's callbacks */
+	HOLD_INTERRUPTS();
 	if (zk_zh)
-		(void) zookeeper_process(zk_zh, events);
+		(void) zookeeper_process(zk_zh, io);
+	RESUME_INTERRUPTS();
 
+	/* act on what the callbacks noted */
+	if (auth_rc != ZOK)
+	{
+		zk_set_last_error("ZooKeeper refused zklock.auth: %s", zerror(auth_rc));
+		auth_rc = ZOK;
+	}
+	if (state_changed)
+		session_changed();
 	if (lost_reason)
 		session_restart(lost_reason);
 	else if (zk_zh && session_id != 0 && !ending_old &&
 			 TimestampDifferenceExceeds(confirmed_at, GetCurrentTimestamp(),
 										zoo_recv_timeout(zk_zh)))
 		session_restart("ZooKeeper did not confirm the session within its timeout");
+	return take_events(why);
 }

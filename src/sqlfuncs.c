@@ -34,7 +34,7 @@ check_name(text *t)
 
 	if (name == VARDATA_ANY(t))
 		name = text_to_cstring(t);
-	zk_check_name(name);
+	zk_check_name(name, "lock name");
 	return name;
 }
 

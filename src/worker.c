@@ -28,15 +28,28 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "engine.h"
 #include "protocol.h"
+#include "session.h"
 #include "worker.h"
+
+/* Tell the engine what happened to the session. */
+static void
+session_events(int events, const char *why)
+{
+	if (events & ZK_EVENT_LOST)
+		zk_engine_session_lost(why);
+	if (events & ZK_EVENT_CONNECTED)
+		zk_engine_connected();
+}
 
 /* on_shmem_exit callback: leave no session and no dangling latch behind. */
 static void
 worker_exit(int code, Datum arg)
 {
-	zk_session_stop();
+	/* no backend vouches for a node of this session from now on */
 	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
+	zk_session_stop();
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	zk_shared->worker_latch = NULL;
 	zk_shared->worker_pid = 0;
@@ -53,6 +66,7 @@ zk_worker_main(Datum arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
+	/* takes over (as lost) what a previous incarnation left */
 	zk_engine_init();
 	batch_size = zk_shared->num_entries;
 	batch = MemoryContextAlloc(TopMemoryContext, sizeof(int) * batch_size);
@@ -63,34 +77,37 @@ zk_worker_main(Datum arg)
 	LWLockRelease(zk_shared->lock);
 	on_shmem_exit(worker_exit, (Datum) 0);
 
-	/*
-	 * Entries left by a previous incarnation of the worker belong to a
-	 * session we do not have: treat them as lost.
-	 */
-	zk_engine_session_lost("the zklock worker restarted");
-
 	ereport(LOG,
 			(errmsg("zklock worker started for ZooKeeper at \"%s\", root \"%s\"",
 					zklock_hosts, zklock_root)));
 	zk_session_start();
 
+	/* whatever a turn allocates goes when the turn ends */
+	MemoryContextSwitchTo(zk_turn_context);
 	for (;;)
 	{
 		int			n;
+		int			events;
+		const char *why;
 
-		zk_session_wait();
+		events = zk_session_wait(zk_engine_timeout(), &why);
 		ResetLatch(MyLatch);
+		session_events(events, why);
 		CHECK_FOR_INTERRUPTS();
 
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			zk_session_reload();
+			events = zk_session_reload(&why);
+			session_events(events, why);
+			zk_engine_reload();
 		}
 
 		n = zk_take_queue(batch, batch_size);
 		for (int i = 0; i < n; i++)
-			zk_engine_advance(batch[i]);
+			zk_engine_request(batch[i]);
+		zk_engine_run();
+		MemoryContextReset(zk_turn_context);
 	}
 }

@@ -18,8 +18,11 @@
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 
+#include "holdings.h"
 #include "protocol.h"
 
 PG_MODULE_MAGIC;
@@ -32,10 +35,15 @@ char	   *zklock_auth = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 int			zklock_max_locks = 1024;
+bool		zklock_local_handoff = false;
+int			zklock_handoff_limit = 16;
+int			zklock_handoff_time = 50;
+int			zklock_retain_time = 0;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility_hook = NULL;
 
 static void
 zklock_shmem_request(void)
@@ -69,6 +77,29 @@ zklock_emit_log(ErrorData *edata)
 }
 
 /*
+ * DISCARD ALL releases every session-scope zklock holding, as it releases
+ * advisory locks, so that a connection pooler never hands a zklock lock
+ * to its next client.
+ */
+static void
+zklock_process_utility(PlannedStmt *pstmt, const char *queryString,
+					   bool readOnlyTree, ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *queryEnv,
+					   DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+
+	if (prev_process_utility_hook)
+		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context,
+								  params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	if (IsA(stmt, DiscardStmt) && ((DiscardStmt *) stmt)->target == DISCARD_ALL)
+		(void) zk_hold_release_all();
+}
+
+/*
  * Raise an ERROR unless the library was preloaded (and so has its shared
  * memory and its worker).
  */
@@ -97,10 +128,32 @@ zk_kind_name(ZkKind kind)
 			return "semaphore";
 		case ZK_KIND_SEMAPHORE_ENTRY:
 			return "semaphore entry lock";
-		case ZK_NUM_KINDS:
+		default:
 			break;
 	}
 	return "?";
+}
+
+/* What a request of this kind does, for "could not %s": a verb phrase. */
+const char *
+zk_kind_verb(ZkKind kind)
+{
+	switch (kind)
+	{
+		case ZK_KIND_LOCK:
+			return "acquire lock";
+		case ZK_KIND_READ:
+			return "acquire read lock";
+		case ZK_KIND_WRITE:
+			return "acquire write lock";
+		case ZK_KIND_SEMAPHORE:
+			return "acquire a lease of semaphore";
+		case ZK_KIND_SEMAPHORE_ENTRY:
+			return "enter semaphore";
+		default:
+			break;
+	}
+	return "carry out a request for";
 }
 
 void
@@ -156,12 +209,46 @@ _PG_init(void)
 							"Number of locks and pending requests the instance can have at once.",
 							"Each backend's holding or wait of one lock takes one.",
 							&zklock_max_locks,
-							1024, 16, 1000000,
+							1024, 16, ZK_MAX_LOCKS_LIMIT,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("zklock.local_handoff",
+							 "Hands a lock on between the instance's backends without going back to ZooKeeper.",
+							 "Takes effect for locks the instance starts to wait for or hold after the change.",
+							 &zklock_local_handoff,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("zklock.handoff_limit",
+							"Local hand-offs of a lock while a client elsewhere waits for it.",
+							"After that many grants within the instance while another instance or client waits, the instance gives the lock back to ZooKeeper.",
+							&zklock_handoff_limit,
+							16, 0, 1000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("zklock.handoff_time",
+							"How long a lock is handed on within the instance while a client elsewhere waits for it.",
+							NULL,
+							&zklock_handoff_time,
+							50, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("zklock.retain_time",
+							"How long the instance keeps a released lock's node in case one of its backends asks again.",
+							"It gives the node up at once when a client elsewhere queues for the lock; 0 gives it up at release.",
+							&zklock_retain_time,
+							0, 0, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("zklock");
 
+	prev_process_utility_hook = ProcessUtility_hook;
+	ProcessUtility_hook = zklock_process_utility;
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = zklock_emit_log;
 

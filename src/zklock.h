@@ -3,20 +3,28 @@
  * zklock.h
  *	  Declarations shared by every part of zklock.
  *
- * zklock lets SQL sessions take distributed locks held in Apache ZooKeeper.
- * One background worker per instance owns the ZooKeeper session; backends
- * post requests into shared memory and sleep on their latch until the worker
- * reports the outcome.  The files of src/ are the rooms of that house:
+ * zklock lets SQL sessions take part in Apache ZooKeeper recipes (locks,
+ * read-write locks, semaphores, barriers, leader election, job claims),
+ * byte-compatible with Apache Curator.  One background worker per instance
+ * owns the ZooKeeper session; backends post requests into shared memory and
+ * sleep on their latch until the worker reports the outcome.  The files of
+ * src/ are the rooms of that house:
  *
- *	zklock.c	module entry: settings, hooks, worker registration
- *	sqlfuncs.c	the SQL-callable functions
- *	holdings.c	backend-local bookkeeping: re-entrancy, scopes, transactions
- *	protocol.c	the shared-memory request protocol between backends and worker
- *	worker.c	the background worker's wait loop
- *	session.c	the ZooKeeper session: connect, states, recovery
- *	recipe.c	the lock engine and its recipe drivers (Curator's recipes)
- *	naming.c	lock names: validation, znode paths, protected node names
- *	monitor.c	what a DBA sees: the zk_locks view and zk_status()
+ *	zklock.c		module entry: settings, hooks, worker registration
+ *	sqlfuncs.c		the SQL-callable functions: arguments, validation
+ *	holdings.c		a backend's own bookkeeping: re-entrancy, scopes,
+ *					transactions, composite recipes
+ *	protocol.c		the shared-memory request protocol, and what "held" means
+ *	worker.c		the background worker's wait loop
+ *	session.c		the ZooKeeper session: connect, confirm, lose, recover
+ *	engine.c		the engine: our nodes, calls, watches, local hand-off,
+ *					the sequential-node protocol all lock recipes share
+ *	recipes/		the drivers: what each recipe names its node and how it
+ *					decides (lock.c, semaphore.c, leader.c, barrier.c,
+ *					double_barrier.c, claim.c, inspect.c)
+ *	naming.c		names: validation, znode paths
+ *	nodename.c		child node names: forms, sequence order (plain C)
+ *	monitor.c		what a DBA sees: views and status functions
  *
  *-------------------------------------------------------------------------
  */
@@ -26,16 +34,28 @@
 #include "datatype/timestamp.h"
 #include "utils/guc.h"
 
-/* Longest lock name accepted, in bytes (documented in README.md). */
+/*
+ * Upper limit of zklock.max_locks: every allocation that scales with it
+ * (the shared entries, the copy zk_locks makes of them) stays far below
+ * PostgreSQL's 1 GB allocation limit.
+ */
+#define ZK_MAX_LOCKS_LIMIT	100000
+/* Longest name accepted, in bytes (documented in README.md). */
 #define ZK_NAME_MAX			1024
 /* Longest zklock.root accepted, in bytes. */
 #define ZK_ROOT_MAX			256
-/* Longest child node name we create or remember ("_c_<uuid>-__WRIT__<seq>"). */
-#define ZK_NODE_MAX			64
+/* Longest child node name we create or remember. */
+#define ZK_NODE_MAX			80
 /* Longest znode path we ever build. */
-#define ZK_PATH_MAX			(ZK_ROOT_MAX + ZK_NAME_MAX + 16 + ZK_NODE_MAX)
+#define ZK_PATH_MAX			(ZK_ROOT_MAX + ZK_NAME_MAX + 32 + ZK_NODE_MAX)
 /* Room for an error message reported by the worker. */
 #define ZK_ERRMSG_MAX		256
+/* How much of a node's data (who created it) shared memory keeps. */
+#define ZK_DATA_SHOWN		256
+/* Leader groups an instance can take part in (zklock.leader_groups). */
+#define ZK_MAX_GROUPS		32
+/* Columns of a listing row handed from the worker to a backend. */
+#define ZK_ROW_MAX_COLS		8
 
 /* settings (zklock.c) */
 extern char *zklock_hosts;
@@ -44,10 +64,14 @@ extern char *zklock_auth;
 extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern int	zklock_max_locks;
+extern bool zklock_local_handoff;
+extern int	zklock_handoff_limit;
+extern int	zklock_handoff_time;
+extern int	zklock_retain_time;
 
 /*
- * What a backend can hold.  A kind is what SQL sees; each maps to one recipe
- * driver of the engine (recipe.c).
+ * What a backend can ask for.  Each kind is one driver of the engine
+ * (src/recipes/); the protocol carries it without knowing what it means.
  */
 typedef enum ZkKind
 {
@@ -56,24 +80,37 @@ typedef enum ZkKind
 	ZK_KIND_WRITE,				/* exclusive side of InterProcessReadWriteLock */
 	ZK_KIND_SEMAPHORE,			/* a lease of InterProcessSemaphoreV2 */
 	ZK_KIND_SEMAPHORE_ENTRY,	/* the semaphore's entry mutex (<name>/locks) */
+	ZK_KIND_LATCH,				/* the instance in a LeaderLatch election */
+	ZK_KIND_BARRIER_SET,		/* DistributedBarrier.setBarrier */
+	ZK_KIND_BARRIER_REMOVE,		/* DistributedBarrier.removeBarrier */
+	ZK_KIND_BARRIER_WAIT,		/* DistributedBarrier.waitOnBarrier */
+	ZK_KIND_DOUBLE_BARRIER,		/* a member of DistributedDoubleBarrier */
+	ZK_KIND_JOB_CLAIM,			/* a claim of a job's time slot */
+	ZK_KIND_REVOKE,				/* Revoker.attemptRevoke on every holder */
+	ZK_KIND_LIST,				/* a listing: participants, claims */
 	ZK_NUM_KINDS
 } ZkKind;
 
-extern const char *zk_kind_name(ZkKind kind);
-
-/* recipe.c: the parent of a kind's nodes is <root>/<name><suffix> */
-extern const char *zk_kind_suffix(ZkKind kind);
-
-/* naming.c */
-extern void zk_check_name(const char *name);
-extern bool zk_check_root(char **newval, void **extra, GucSource source);
-extern int	zk_parent_path(char *buf, size_t size, const char *name,
-						   const char *suffix);
-extern void zk_new_protected_prefix(char *buf, size_t size);
-extern int	zk_compare_children(const char *a, const char *b);
-extern bool zk_is_lock_node(const char *name);
+/* What a ZK_KIND_LIST request lists (its arg). */
+typedef enum ZkListWhat
+{
+	ZK_LIST_LOCK = 0,			/* nodes of <name>: lock, read, write */
+	ZK_LIST_SEMAPHORE,			/* leases and entry mutex of a semaphore */
+	ZK_LIST_LEADER,				/* latch nodes of a leader group */
+	ZK_LIST_CLAIMS				/* claims of a job */
+} ZkListWhat;
 
 /* zklock.c */
+extern const char *zk_kind_name(ZkKind kind);
+extern const char *zk_kind_verb(ZkKind kind);
 extern void zk_check_preloaded(void);
+
+/* naming.c */
+extern void zk_check_name(const char *name, const char *what);
+extern bool zk_check_root(char **newval, void **extra, GucSource source);
+extern bool zk_check_groups(char **newval, void **extra, GucSource source);
+extern int	zk_path(char *buf, size_t size, const char *name, const char *suffix);
+extern char *zk_slot_name(TimestampTz slot);
+extern bool zk_parse_slot_name(const char *s, TimestampTz *slot);
 
 #endif							/* ZKLOCK_H */

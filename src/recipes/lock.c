@@ -1,0 +1,201 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock.c
+ *	  Drivers of the lock family: Curator's InterProcessMutex, the two
+ *	  sides of InterProcessReadWriteLock, and the entry mutex of
+ *	  InterProcessSemaphoreV2.
+ *
+ * They share one parent per name, <zklock.root>/<name> (the entry mutex:
+ * <zklock.root>/<name>/locks), and one order: exclusive nodes (mutex,
+ * writer, Kazoo's lock) hold when no participant comes before them;
+ * shared ones (reader, Kazoo's read lock) when no exclusive one does.  So
+ * every mix of lock, read and write on one name excludes as one resource,
+ * as PostgreSQL's advisory locks do, and Curator's and Kazoo's nodes on the
+ * same path take part.
+ *
+ * A name is either a lock or a semaphore, cluster-wide: the lock family
+ * looks, with its first create, for semaphore participants under the name
+ * (<name>/leases, <name>/locks), and the semaphore's entry mutex for lock
+ * participants at <name>; whoever finds the other fails.  Every side
+ * creates its node before it looks, so of two that start together at least
+ * the later one sees the earlier one (ZooKeeper orders the creates, and
+ * each listing is at least as new as its own create).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/elog.h"
+
+#include "engine.h"
+
+/* tags of the kinds check */
+#define T_CHECK_A	1
+#define T_CHECK_B	2
+
+static bool
+is_exclusive(ZkForm form)
+{
+	return form == ZK_FORM_LOCK || form == ZK_FORM_WRITE ||
+		form == ZK_FORM_KAZOO_LOCK;
+}
+
+static bool
+lock_counts(ZkForm form)
+{
+	return is_exclusive(form) || form == ZK_FORM_READ ||
+		form == ZK_FORM_KAZOO_READ;
+}
+
+/* participants of a semaphore: its leases and its entry mutex's nodes */
+static bool
+semaphore_counts(ZkForm form)
+{
+	return form == ZK_FORM_LEASE || form == ZK_FORM_LOCK;
+}
+
+static bool
+entry_counts(ZkForm form)
+{
+	return form == ZK_FORM_LOCK;
+}
+
+/* Exclusive: the first participant holds; the others watch the one before. */
+static int
+exclusive_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
+{
+	return self == 0 ? ZK_HOLDS : self - 1;
+}
+
+/* Shared: holds unless an exclusive node comes first; then watch the
+ * nearest one before it. */
+static int
+shared_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
+{
+	for (int i = self - 1; i >= 0; i--)
+		if (is_exclusive(nodes[i].parsed.form))
+			return i;
+	return ZK_HOLDS;
+}
+
+/* Does a node of form theirs, after ours, wait for ours? */
+static bool
+lock_blocks(ZkForm ours, ZkForm theirs)
+{
+	return is_exclusive(ours) || is_exclusive(theirs);
+}
+
+/*
+ * The lock family's check: list the semaphore's children of the name.
+ */
+static void
+lock_begin(ZkPart *p)
+{
+	char		path[ZK_PATH_MAX];
+
+	/*
+	 * The entry mutex's nodes first: a lease taken after that listing was
+	 * taken under a mutex node it would have shown, so a lease missed by
+	 * the second listing cannot have been created before the first.
+	 */
+	p->count = 0;
+	snprintf(path, sizeof(path), "%s/locks", p->parent);
+	zk_call_list(p, T_CHECK_A, path, false);
+	snprintf(path, sizeof(path), "%s/leases", p->parent);
+	zk_call_list(p, T_CHECK_B, path, false);
+}
+
+/* The entry mutex's check: list the lock participants of the name. */
+static void
+entry_begin(ZkPart *p)
+{
+	char		path[ZK_PATH_MAX];
+
+	p->count = 0;
+	strlcpy(path, p->parent, sizeof(path));
+	*strrchr(path, '/') = '\0'; /* <root>/<name>/locks -> <root>/<name> */
+	zk_call_list(p, T_CHECK_A, path, false);
+	p->count++;					/* one listing only */
+}
+
+/* Answers of the kinds check. */
+static void
+check_step(ZkPart *p, const ZkResult *r, bool (*counts) (ZkForm),
+		   const char *other)
+{
+	ZkNodeRef  *nodes;
+
+	if (r == NULL || p->dropping)
+		return;
+	if (r->rc == ZOK && zk_list_participants(r, counts, &nodes) > 0)
+	{
+		zk_part_fail(p, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					 "The name is in use as a %s.", other);
+		return;
+	}
+	if (r->rc != ZOK && r->rc != ZNONODE)
+		return;					/* not checked: begin() runs again */
+	if (++p->count == 2)
+		p->checked = true;
+}
+
+static void
+lock_step(ZkPart *p, const ZkResult *r)
+{
+	check_step(p, r, semaphore_counts, "semaphore");
+}
+
+static void
+entry_step(ZkPart *p, const ZkResult *r)
+{
+	check_step(p, r, lock_counts, "lock");
+}
+
+const ZkDriver zk_lock_driver = {
+	.kind = ZK_KIND_LOCK,
+	.suffix = "",
+	.form = ZK_FORM_LOCK,
+	.cohort = true,
+	.counts = lock_counts,
+	.decide = exclusive_decide,
+	.blocks = lock_blocks,
+	.begin = lock_begin,
+	.step = lock_step,
+};
+
+const ZkDriver zk_write_driver = {
+	.kind = ZK_KIND_WRITE,
+	.suffix = "",
+	.form = ZK_FORM_WRITE,
+	.cohort = true,
+	.counts = lock_counts,
+	.decide = exclusive_decide,
+	.blocks = lock_blocks,
+	.begin = lock_begin,
+	.step = lock_step,
+};
+
+const ZkDriver zk_read_driver = {
+	.kind = ZK_KIND_READ,
+	.suffix = "",
+	.form = ZK_FORM_READ,
+	.cohort = true,
+	.shared = true,
+	.counts = lock_counts,
+	.decide = shared_decide,
+	.blocks = lock_blocks,
+	.begin = lock_begin,
+	.step = lock_step,
+};
+
+const ZkDriver zk_semaphore_entry_driver = {
+	.kind = ZK_KIND_SEMAPHORE_ENTRY,
+	.suffix = "/locks",
+	.form = ZK_FORM_LOCK,
+	.cohort = true,
+	.counts = entry_counts,
+	.decide = exclusive_decide,
+	.blocks = lock_blocks,
+	.begin = entry_begin,
+	.step = entry_step,
+};
