@@ -49,3 +49,13 @@ include $(PGXS)
 
 # every object depends on the project's headers
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
+
+# The benchmark (bench/run; not part of the tests): its own ZooKeeper
+# (fsync on) and PostgreSQL instances, pgbench beside Apache Curator and the
+# one-session limit.  See README, "Benchmark".
+.PHONY: bench bench-smoke
+bench:
+	bench/run
+
+bench-smoke:
+	bench/run --smoke

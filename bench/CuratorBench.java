@@ -18,6 +18,7 @@
  *   hot2:N          one lock, N/2 threads on each of two "instances" (two
  *                   sessions in shared mode)
  *   new:N           each cycle a lock never used before (parent created)
+ *   warmup:N        distinct:N for 3 x WARMUP seconds, not reported (JIT)
  *   chain:N         N threads queued on one lock held by a gate; the gate
  *                   lets go and each thread releases as soon as it holds:
  *                   the time between consecutive grants (ROUNDS rounds, from
@@ -175,6 +176,8 @@ public class CuratorBench
 			k += lat[i].n;
 			perGroup[group[i]] += lat[i].n;
 		}
+		if (scenario.equals("warmup"))
+			return;
 		String note = "";
 		if (scenario.equals("hot2"))
 			note = String.format("instances=%.1f/%.1f", perGroup[0] / seconds, perGroup[1] / seconds);
@@ -288,6 +291,9 @@ public class CuratorBench
 				case "hot":
 				case "hot2":
 					timed(scenario, tc, group, (t, c) -> base, false, seconds, warmup);
+					break;
+				case "warmup":
+					timed(scenario, tc, group, (t, c) -> base + "/t" + t, false, 3 * warmup, 0);
 					break;
 				case "new":
 					timed(scenario, tc, group, (t, c) -> base + "/t" + t + "-" + c, true, seconds, warmup);
