@@ -4,7 +4,14 @@
  *    InterProcessMutex doing the scenarios of the pgbench scripts.
  *
  * Usage: java -cp <curator jars>:<dir> CuratorBench CONNECT SESSIONS
- *            SECONDS WARMUP SCENARIO:THREADS...
+ *            SECONDS WARMUP SCENARIO:THREADS...|-
+ *
+ * With "-" instead of scenarios it reads one SCENARIO:THREADS a line from
+ * standard input and answers each with one line (a result, or "error
+ * SCENARIO:THREADS ..." when it failed), until "quit" or end of input: the
+ * driver then runs the three clients of a scenario one after the other,
+ * close in time, so that the load of a shared machine drifts less between
+ * them.
  *
  * SESSIONS is "shared" (one CuratorFramework, i.e. one ZooKeeper session,
  * for all threads of an "instance", as zklock's worker holds one session for
@@ -18,12 +25,13 @@
  *   hot2:N          one lock, N/2 threads on each of two "instances" (two
  *                   sessions in shared mode)
  *   new:N           each cycle a lock never used before (parent created)
- *   warmup:N        distinct:N for 3 x WARMUP seconds, not reported (JIT)
+ *   warmup:N        distinct:N for 3 x WARMUP seconds, for the JIT
  *   chain:N         N threads queued on one lock held by a gate; the gate
  *                   lets go and each thread releases as soon as it holds:
  *                   the time between consecutive grants (ROUNDS rounds, from
  *                   the environment variable BENCH_CHAIN_ROUNDS, default 1)
  *
+ * warmup:N answers "result warmup N 0 0 0 0".
  * A timed scenario runs WARMUP seconds unmeasured, then counts the cycles
  * that end within SECONDS.  For each scenario prints one line
  *
@@ -33,6 +41,9 @@
  * handoff intervals, and the rate is handoffs per second).
  */
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -252,28 +263,21 @@ public class CuratorBench
 		report("chain", n, intervals.n / (totalNs / 1e9), intervals.a, intervals.n, "");
 	}
 
-	public static void main(String[] args) throws Exception
+	/* Run one scenario given as SCENARIO:THREADS. */
+	private static void runScenario(String spec, double seconds, double warmup, int rounds)
+		throws Exception
 	{
-		if (args.length < 5)
+		String[] w = spec.split(":");
+		if (w.length != 2)
+			throw new IllegalArgumentException("not SCENARIO:THREADS: " + spec);
+		String scenario = w[0];
+		int n = Integer.parseInt(w[1]);
+		CuratorFramework first = clients.get(0);
+		CuratorFramework second = null;
+		CuratorFramework[] tc = new CuratorFramework[n];
+		int[] group = new int[n];
+		try
 		{
-			System.err.println("usage: CuratorBench CONNECT shared|per-thread SECONDS WARMUP SCENARIO:THREADS...");
-			System.exit(2);
-		}
-		connect = args[0];
-		shared = args[1].equals("shared");
-		double seconds = Double.parseDouble(args[2]);
-		double warmup = Double.parseDouble(args[3]);
-		int rounds = Integer.parseInt(System.getenv().getOrDefault("BENCH_CHAIN_ROUNDS", "1"));
-
-		CuratorFramework first = newClient();
-		for (int a = 4; a < args.length; a++)
-		{
-			String[] w = args[a].split(":");
-			String scenario = w[0];
-			int n = Integer.parseInt(w[1]);
-			CuratorFramework second = null;
-			CuratorFramework[] tc = new CuratorFramework[n];
-			int[] group = new int[n];
 			if (scenario.equals("hot2"))
 				second = newClient();
 			for (int i = 0; i < n; i++)
@@ -288,12 +292,14 @@ public class CuratorBench
 				case "distinct":
 					timed(scenario, tc, group, (t, c) -> base + "/t" + t, false, seconds, warmup);
 					break;
+				case "warmup":
+					timed(scenario, tc, group, (t, c) -> base + "/t" + t, false, 3 * warmup, 0);
+					System.out.println("result warmup " + n + " 0 0 0 0");
+					System.out.flush();
+					break;
 				case "hot":
 				case "hot2":
 					timed(scenario, tc, group, (t, c) -> base, false, seconds, warmup);
-					break;
-				case "warmup":
-					timed(scenario, tc, group, (t, c) -> base + "/t" + t, false, 3 * warmup, 0);
 					break;
 				case "new":
 					timed(scenario, tc, group, (t, c) -> base + "/t" + t + "-" + c, true, seconds, warmup);
@@ -304,9 +310,57 @@ public class CuratorBench
 				default:
 					throw new IllegalArgumentException("unknown scenario " + scenario);
 			}
+		}
+		finally
+		{
 			/* close the sessions of this scenario, all but the first */
 			while (clients.size() > 1)
 				clients.remove(clients.size() - 1).close();
+		}
+	}
+
+	public static void main(String[] args) throws Exception
+	{
+		if (args.length < 5)
+		{
+			System.err.println("usage: CuratorBench CONNECT shared|per-thread SECONDS WARMUP SCENARIO:THREADS...|-");
+			System.exit(2);
+		}
+		connect = args[0];
+		shared = args[1].equals("shared");
+		double seconds = Double.parseDouble(args[2]);
+		double warmup = Double.parseDouble(args[3]);
+		int rounds = Integer.parseInt(System.getenv().getOrDefault("BENCH_CHAIN_ROUNDS", "1"));
+
+		CuratorFramework first = newClient();
+		if (args[4].equals("-"))
+		{
+			/* one scenario a line; each gets one answer line */
+			BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+			String line;
+			while ((line = in.readLine()) != null)
+			{
+				line = line.trim();
+				if (line.equals("quit"))
+					break;
+				if (line.isEmpty())
+					continue;
+				try
+				{
+					runScenario(line, seconds, warmup, rounds);
+				}
+				catch (Exception e)
+				{
+					e.printStackTrace();
+					System.out.println("error " + line + " " + e);
+					System.out.flush();
+				}
+			}
+		}
+		else
+		{
+			for (int a = 4; a < args.length; a++)
+				runScenario(args[a], seconds, warmup, rounds);
 		}
 		first.close();
 	}
