@@ -75,7 +75,7 @@ sub node_state
 }
 
 # The moment of the partition and A's connection on F then.
-my ($t_cut, $a_on_f0, $a_on_f0_time);
+my ($t_cut, $a_on_f0);
 
 # A's connection on F, from F's "cons": requests received, last operation
 # answered (EXIS: the worker's exists probe, PING), time of the last answer
@@ -94,11 +94,11 @@ sub f_answers_a
 {
 	my $now = a_on_f();
 	return "F lists no connection of A's session" unless $now;
-	return sprintf('since the partition F received %s requests of A\'s session '
-		  . 'and answered them until about %.1f s after the cut (last operation %s)',
-		$now->{recved} - $a_on_f0->{recved},
-		$a_on_f0_time - $t_cut + ($now->{lresp} - $a_on_f0->{lresp}) / 1000,
-		$now->{lop});
+	return sprintf('since the cut F received %d requests of A\'s session and '
+		  . 'answered them, the last (%s) %.1f s after its last answer before '
+		  . 'the cut',
+		$now->{recved} - $a_on_f0->{recved}, $now->{lop},
+		($now->{lresp} - $a_on_f0->{lresp}) / 1000);
 }
 
 # ===========================================================================
@@ -126,7 +126,6 @@ note 'F is cut off; B takes p and px once the majority expired A';
 $t_cut = time;
 $zk->partition($f);
 $a_on_f0 = a_on_f() // { recved => 0, lresp => 0 };
-$a_on_f0_time = time;
 note 'partitioned: ' . join(',', $zk->partitioned) . '; ' . node_state($f);
 
 # B waits in zk_lock_acquire until A's nodes go, i.e. until the leader has
