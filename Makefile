@@ -20,7 +20,12 @@ OBJS = \
 	src/monitor.o
 
 EXTENSION = zklock
-DATA = sql/zklock--1.0.sql
+# Every install script (sql/zklock--V.sql) and upgrade script
+# (sql/zklock--OLD--NEW.sql); zklock.control names the default version.
+DATA = \
+	sql/zklock--1.0.sql \
+	sql/zklock--1.1.sql \
+	sql/zklock--1.0--1.1.sql
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -30,7 +35,7 @@ SHLIB_LINK = -lzookeeper_st
 # configuration (shared_preload_libraries, zklock.hosts of the test
 # ZooKeeper) to $(ZKLOCK_REGRESS_CONF).
 ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
-REGRESS = setup names acquire xact rwlock semaphore multilock monitor
+REGRESS = setup names acquire xact rwlock semaphore multilock monitor upgrade
 REGRESS_OPTS = --temp-config=$(ZKLOCK_REGRESS_CONF) \
 	--temp-instance=$(CURDIR)/tmp_regress
 
