@@ -6,6 +6,8 @@
 #                                 temporary instance, then the TAP suites in
 #                                 test/t; both need a running ZooKeeper, see
 #                                 test/run-tests, which sets everything up.
+#   make dist                     zklock-X.Y.Z.zip for PGXN: the committed
+#                                 tree (HEAD) with the version of META.json
 
 MODULE_big = zklock
 OBJS = \
@@ -54,3 +56,19 @@ include $(PGXS)
 
 # every object depends on the project's headers
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
+
+# PGXN distribution: git archive of HEAD (uncommitted changes are not in it),
+# named after the top-level "version" of META.json, which must be the
+# default_version of zklock.control (1.1 -> 1.1.0).
+DIST_VERSION = $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json)
+DIST_ZIP = $(EXTENSION)-$(DIST_VERSION).zip
+
+.PHONY: dist
+dist:
+	@ctl=$$(sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(srcdir)/$(EXTENSION).control); \
+	case "$(DIST_VERSION)" in \
+		"$$ctl".*) ;; \
+		*) echo "META.json version '$(DIST_VERSION)' is not default_version '$$ctl' of $(EXTENSION).control" >&2; exit 1 ;; \
+	esac
+	git -C $(srcdir) archive --format=zip --prefix=$(EXTENSION)-$(DIST_VERSION)/ -o $(CURDIR)/$(DIST_ZIP) HEAD
+	@echo "wrote $(DIST_ZIP)"
