@@ -6,6 +6,8 @@
 #                                 temporary instance, then the TAP suites in
 #                                 test/t; both need a running ZooKeeper, see
 #                                 test/run-tests, which sets everything up.
+#   make dist                     zklock-X.Y.Z.zip for PGXN: the committed
+#                                 tree (HEAD) with the version of META.json
 
 MODULE_big = zklock
 OBJS = \
@@ -23,7 +25,12 @@ OBJS = \
 	src/monitor.o
 
 EXTENSION = zklock
-DATA = sql/zklock--1.0.sql
+# Every install script (sql/zklock--V.sql) and upgrade script
+# (sql/zklock--OLD--NEW.sql); zklock.control names the default version.
+DATA = \
+	sql/zklock--1.0.sql \
+	sql/zklock--1.1.sql \
+	sql/zklock--1.0--1.1.sql
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -33,7 +40,7 @@ SHLIB_LINK = -lzookeeper_st
 # configuration (shared_preload_libraries, zklock.hosts of the test
 # ZooKeeper) to $(ZKLOCK_REGRESS_CONF).
 ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
-REGRESS = setup names acquire xact rwlock semaphore multilock monitor
+REGRESS = setup names acquire xact rwlock semaphore multilock monitor upgrade
 REGRESS_OPTS = --temp-config=$(ZKLOCK_REGRESS_CONF) \
 	--temp-instance=$(CURDIR)/tmp_regress
 
@@ -52,3 +59,29 @@ include $(PGXS)
 
 # every object depends on the project's headers
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
+
+# The benchmark (bench/run; not part of the tests): its own ZooKeeper
+# (fsync on) and PostgreSQL instances, pgbench beside Apache Curator and the
+# one-session limit.  See README, "Benchmark".
+.PHONY: bench bench-smoke
+bench:
+	bench/run
+
+bench-smoke:
+	bench/run --smoke
+
+# PGXN distribution: git archive of HEAD (uncommitted changes are not in it),
+# named after the top-level "version" of META.json, which must be the
+# default_version of zklock.control (1.1 -> 1.1.0).
+DIST_VERSION = $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json)
+DIST_ZIP = $(EXTENSION)-$(DIST_VERSION).zip
+
+.PHONY: dist
+dist:
+	@ctl=$$(sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(srcdir)/$(EXTENSION).control); \
+	case "$(DIST_VERSION)" in \
+		"$$ctl".*) ;; \
+		*) echo "META.json version '$(DIST_VERSION)' is not default_version '$$ctl' of $(EXTENSION).control" >&2; exit 1 ;; \
+	esac
+	git -C $(srcdir) archive --format=zip --prefix=$(EXTENSION)-$(DIST_VERSION)/ -o $(CURDIR)/$(DIST_ZIP) HEAD
+	@echo "wrote $(DIST_ZIP)"

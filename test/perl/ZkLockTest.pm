@@ -3,6 +3,16 @@
 #    Helpers for zklock's TAP tests (test/t/*.pl): throwaway ZooKeeper
 #    servers and ensembles (through test/zk), PostgreSQL nodes preloading
 #    zklock, and a look into ZooKeeper with kazoo.  Documentation: POD below.
+#
+#    Network partitions: zk_start(nodes => 3, proxies => 1) runs the
+#    ensemble with TCP proxies (test/zkproxy) between the servers on their
+#    quorum and election ports, all on 127.0.0.1; $zk->partition($i) cuts
+#    node $i off from the others (the proxies stop forwarding in both
+#    directions but keep the connections open, a silent blackhole, and
+#    reset new ones), $zk->heal($i) ends that.  Clients reach the client
+#    ports directly.  tick, sync_limit and init_limit set tickTime, syncLimit
+#    and initLimit: a cut-off follower keeps serving reads for syncLimit x
+#    tickTime.  See test/zk's header and 075_partition.pl.
 
 =pod
 
@@ -85,13 +95,21 @@ sub _run_zk
 
 =over
 
-=item ZkLockTest::zk_start(nodes => 1, tick => 500, jvm_flags => [...])
+=item ZkLockTest::zk_start(nodes => 1, tick => 500, sync_limit => 6, init_limit => 20, proxies => 0, jvm_flags => [...])
 
 Starts a standalone ZooKeeper (C<nodes> 1, the default) or an ensemble of
 C<nodes> nodes on free loopback ports, waits until it serves (with a leader)
-and returns a harness object.  C<tick> is ZooKeeper's tickTime in ms;
+and returns a harness object.  C<tick> is ZooKeeper's tickTime in ms,
+C<sync_limit> and C<init_limit> its syncLimit and initLimit in ticks (a
+follower that hears nothing from its leader for syncLimit x tickTime gives
+up on it; until then it serves reads from what it has);
 C<jvm_flags> are extra JVM flags, e.g.
 C<['-Dzookeeper.extendedTypesEnabled=true']>.
+
+With C<proxies> true (ensembles only) the servers talk to each other through
+TCP proxies on 127.0.0.1 (F<test/zkproxy>, one process controlled by
+F<test/zk>), so that C<partition> and C<heal> below can cut a node off.  The
+proxy is stopped with the ensemble.
 
 =cut
 
@@ -112,6 +130,9 @@ sub zk_start
 
 	my @args = ('start', $dir, '--nodes', $nodes);
 	push @args, '--tick', $opts{tick} if defined $opts{tick};
+	push @args, '--sync-limit', $opts{sync_limit} if defined $opts{sync_limit};
+	push @args, '--init-limit', $opts{init_limit} if defined $opts{init_limit};
+	push @args, '--proxies' if $opts{proxies};
 	push @args, map { ('--jvm-flag', $_) } @{ $opts{jvm_flags} // [] };
 	my $connect = _run_zk(@args);
 
@@ -119,12 +140,15 @@ sub zk_start
 		dir     => $dir,
 		nodes   => $nodes,
 		connect => $connect,
+		proxies => $opts{proxies} ? 1 : 0,
 		owner   => $$,
 		stopped => 0,
 	}, 'ZkLockTest::ZooKeeper';
 	push @harnesses, $self;
 	weaken($harnesses[-1]);
-	note "ZooKeeper ($nodes node(s)) at $connect, state in $dir";
+	note "ZooKeeper ($nodes node(s)"
+	  . ($opts{proxies} ? ', proxied' : '')
+	  . ") at $connect, state in $dir";
 	return $self;
 }
 
@@ -189,7 +213,29 @@ returns the answer ('' when the node does not answer within 3 s).
 
 =item $zk->status
 
-test/zk's status lines: "index port running|paused|stopped mode pid".
+test/zk's status lines: "index port running|paused|stopped|partitioned mode
+pid".
+
+=item $zk->partition(i), $zk->heal(i)
+
+Only for a harness started with C<< proxies => 1 >>.  C<partition> cuts node
+i off from the other servers: the proxies stop forwarding between i and
+the others in both directions but keep the TCP connections open (nothing is
+closed or reset: a follower notices only when syncLimit x tickTime pass
+without word from its leader, and serves its clients from its stale copy
+until then), and new connections between them are reset.  C<heal> forwards
+again and closes the connections that were cut, so the servers reconnect
+at once.  Client ports are never cut.  Returns at once; poll for the state
+you need.
+
+=item $zk->partitioned
+
+The nodes cut off now (a list).
+
+=item $zk->node_mode(i)
+
+Mode of node i from C<srvr> (leader, follower, standalone), '' when it
+does not serve.
 
 =back
 
@@ -272,6 +318,41 @@ sub status
 {
 	my ($self) = @_;
 	return ZkLockTest::_run_zk('status', $self->{dir});
+}
+
+sub partition
+{
+	my ($self, $i) = @_;
+	Carp::croak 'partition needs a harness started with proxies => 1'
+	  unless $self->{proxies};
+	ZkLockTest::_run_zk('partition', $self->{dir}, $i);
+	return;
+}
+
+sub heal
+{
+	my ($self, $i) = @_;
+	Carp::croak 'heal needs a harness started with proxies => 1'
+	  unless $self->{proxies};
+	ZkLockTest::_run_zk('heal', $self->{dir}, $i);
+	return;
+}
+
+sub partitioned
+{
+	my ($self) = @_;
+	return () unless $self->{proxies};
+	my $out = ZkLockTest::_run_zk('proxy', $self->{dir});
+	my ($list) = $out =~ /partitioned=(\S+)/;
+	return () unless defined $list && $list ne '-';
+	return split /,/, $list;
+}
+
+sub node_mode
+{
+	my ($self, $i) = @_;
+	my ($mode) = $self->four($i, 'srvr') =~ /^Mode: (\S+)/m;
+	return $mode // '';
 }
 
 sub DESTROY

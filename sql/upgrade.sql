@@ -1,0 +1,154 @@
+-- Packaging of the SQL API:
+--   * a fresh CREATE EXTENSION zklock (the default version) and 1.0 updated
+--     to it leave the same objects, definitions, comments and privileges
+--     (sql/zklock--1.1.sql and sql/zklock--1.0--1.1.sql must stay
+--     equivalent);
+--   * no function or view of the extension is usable by PUBLIC;
+--   * CREATE EXTENSION changes no object it does not own (a user's zk_*
+--     function keeps its privileges);
+--   * CREATE EXTENSION zklock SCHEMA s works.
+-- In a database of its own, so the other suites' zklock stays as it is.
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE zklock_upgrade;
+\c zklock_upgrade
+CREATE SCHEMA upg;
+-- a user's function that merely has a zklock-like name
+CREATE FUNCTION public.zk_mine() RETURNS integer LANGUAGE sql AS 'SELECT 1';
+-- Every member of extension zklock, and what defines it: one row per object
+-- and property.  Whatever can differ between two ways of making the
+-- extension belongs here.
+CREATE FUNCTION upg.zklock_objects(OUT object text, OUT property text, OUT value text)
+RETURNS SETOF record LANGUAGE sql AS $$
+WITH m AS (
+    SELECT d.classid, d.objid, d.objsubid,
+           pg_describe_object(d.classid, d.objid, d.objsubid) AS object
+      FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+     WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+       AND e.extname = 'zklock')
+SELECT 'extension zklock', 'extension',
+       format('version %s, schema %s, relocatable %s, config %s %s',
+              extversion, extnamespace::regnamespace, extrelocatable,
+              extconfig, extcondition)
+  FROM pg_extension WHERE extname = 'zklock'
+UNION ALL
+SELECT m.object, 'member', (pg_identify_object(m.classid, m.objid, m.objsubid)).type
+  FROM m
+UNION ALL
+SELECT m.object, 'comment', d.description
+  FROM m JOIN pg_description d
+       ON (d.classoid, d.objoid, d.objsubid) = (m.classid, m.objid, m.objsubid)
+UNION ALL
+-- initial privileges, of the object and of its columns
+SELECT pg_describe_object(i.classoid, i.objoid, i.objsubid), 'initial privileges',
+       i.privtype::text || ' ' || i.initprivs::text
+  FROM m JOIN pg_init_privs i ON (i.classoid, i.objoid) = (m.classid, m.objid)
+UNION ALL
+SELECT m.object, x.property, x.value
+  FROM m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid,
+       LATERAL (VALUES
+           ('definition', CASE WHEN p.prokind IN ('f', 'p')
+                               THEN pg_get_functiondef(p.oid) END),
+           ('owner', p.proowner::regrole::text),
+           ('privileges', p.proacl::text)) x(property, value)
+UNION ALL
+SELECT m.object, x.property, x.value
+  FROM m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid,
+       LATERAL (VALUES
+           ('kind', c.relkind::text),
+           ('definition', CASE WHEN c.relkind IN ('v', 'm')
+                               THEN pg_get_viewdef(c.oid) END),
+           ('owner', c.relowner::regrole::text),
+           ('privileges', c.relacl::text),
+           ('columns',
+            (SELECT string_agg(format('%s %s%s%s %s', a.attname,
+                                      format_type(a.atttypid, a.atttypmod),
+                                      CASE WHEN a.attnotnull THEN ' not null' END,
+                                      ' default ' || pg_get_expr(ad.adbin, ad.adrelid),
+                                      a.attacl), ', ' ORDER BY a.attnum)
+               FROM pg_attribute a
+               LEFT JOIN pg_attrdef ad ON (ad.adrelid, ad.adnum) = (a.attrelid, a.attnum)
+              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped))
+       ) x(property, value)
+$$;
+-- Functions and relations of the extension that PUBLIC can use.
+CREATE FUNCTION upg.zklock_public_can_use(OUT object text, OUT privilege text)
+RETURNS SETOF record LANGUAGE sql AS $$
+SELECT pg_describe_object(d.classid, d.objid, 0), x.privilege
+  FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+       CROSS JOIN (VALUES ('EXECUTE'), ('SELECT'), ('INSERT'), ('UPDATE'),
+                          ('DELETE'), ('TRUNCATE')) x(privilege)
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+   AND e.extname = 'zklock'
+   AND CASE WHEN d.classid = 'pg_proc'::regclass
+            THEN x.privilege = 'EXECUTE'
+                 AND has_function_privilege('public', d.objid, 'EXECUTE')
+            WHEN d.classid = 'pg_class'::regclass
+            THEN x.privilege <> 'EXECUTE'
+                 AND has_table_privilege('public', d.objid, x.privilege)
+            ELSE false END
+ ORDER BY 1, 2
+$$;
+-- What the user's own function zk_mine() allows.
+CREATE FUNCTION upg.zk_mine_privileges(OUT proacl aclitem[], OUT public_can_execute boolean,
+                                       OUT initial_privileges bigint)
+LANGUAGE sql AS $$
+SELECT p.proacl, has_function_privilege('public', p.oid, 'EXECUTE'),
+       (SELECT count(*) FROM pg_init_privs i
+         WHERE (i.classoid, i.objoid) = ('pg_proc'::regclass, p.oid))
+  FROM pg_proc p WHERE p.oid = 'public.zk_mine()'::regprocedure
+$$;
+SELECT * FROM upg.zk_mine_privileges();
+-- 1. A fresh CREATE EXTENSION, of the default version.
+CREATE EXTENSION zklock;
+SELECT extversion FROM pg_extension WHERE extname = 'zklock';
+-- zk_mine() is left alone: still EXECUTE for PUBLIC, no initial privileges
+SELECT * FROM upg.zk_mine_privileges();
+-- nothing of the extension for PUBLIC
+SELECT * FROM upg.zklock_public_can_use();
+CREATE TABLE upg.fresh AS SELECT * FROM upg.zklock_objects();
+DROP EXTENSION zklock;
+-- 2. 1.0, then ALTER EXTENSION UPDATE to the default version.
+CREATE EXTENSION zklock VERSION '1.0';
+-- 1.0 took EXECUTE from PUBLIC on zk_mine() too (what 1.1 fixes)
+SELECT * FROM upg.zk_mine_privileges();
+-- the owner repairs it; the update must not take it again
+GRANT EXECUTE ON FUNCTION public.zk_mine() TO PUBLIC;
+ALTER EXTENSION zklock UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'zklock';
+SELECT public_can_execute FROM upg.zk_mine_privileges();
+CREATE TABLE upg.updated AS SELECT * FROM upg.zklock_objects();
+-- the properties compared: each was found for some object
+SELECT property, count(*) > 0 AS found FROM upg.fresh GROUP BY property ORDER BY property;
+SELECT count(*) > 0 AS has_members FROM upg.fresh WHERE property = 'member';
+-- every difference between the two (none)
+(SELECT 'fresh only' AS side, * FROM upg.fresh
+ EXCEPT ALL SELECT 'fresh only', * FROM upg.updated)
+UNION ALL
+(SELECT 'updated only', * FROM upg.updated
+ EXCEPT ALL SELECT 'updated only', * FROM upg.fresh)
+ORDER BY object, property, side;
+DROP EXTENSION zklock;
+-- 3. Into a schema of its own: everything goes there and works from there.
+CREATE SCHEMA s;
+CREATE EXTENSION zklock SCHEMA s;
+SELECT (pg_identify_object(d.classid, d.objid, 0)).schema, count(*) > 0 AS has_members
+  FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+   AND e.extname = 'zklock'
+ GROUP BY 1;
+SELECT * FROM upg.zklock_public_can_use();
+SHOW search_path;
+SELECT zk_lock_try('reg/schema');
+SELECT s.zk_lock_try('reg/schema');
+SELECT s.zk_lock_held('reg/schema'), s.zk_lock_token('reg/schema') > 0 AS has_token;
+SELECT name, kind, scope, state, count FROM s.zk_locks WHERE name = 'reg/schema';
+SELECT s.zk_lock_release('reg/schema');
+SELECT s.zk_lock_held('reg/schema');
+BEGIN;
+SELECT s.zk_lock_acquire_xact('reg/schema', 0);
+COMMIT;
+SELECT state FROM s.zk_status();
+-- the scripts refer to the schema as @extschema@: not relocatable
+ALTER EXTENSION zklock SET SCHEMA public;
+\c :regress_db
+DROP DATABASE zklock_upgrade;

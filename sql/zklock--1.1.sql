@@ -1,0 +1,239 @@
+/* zklock--1.1.sql: distributed locks held in Apache ZooKeeper, version 1.1 */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION zklock" to load this file. \quit
+
+-- KEEP THIS FILE AND zklock--1.0--1.1.sql EQUIVALENT.  A fresh
+-- CREATE EXTENSION zklock (this file) and CREATE EXTENSION zklock VERSION
+-- '1.0' followed by ALTER EXTENSION zklock UPDATE TO '1.1' (zklock--1.0.sql,
+-- then zklock--1.0--1.1.sql) must leave the same objects with the same
+-- definitions, comments and privileges; the pg_regress suite "upgrade"
+-- (sql/upgrade.sql) checks it, and that no function of the extension is
+-- executable by PUBLIC.
+--
+-- Adding something to 1.1: append it at the end of BOTH files, as one block
+-- per function: CREATE FUNCTION, COMMENT ON FUNCTION, then
+-- REVOKE ALL ON FUNCTION @extschema@.name(argument types) FROM PUBLIC and
+-- the GRANTs it needs.  Create objects unqualified (they go into the
+-- extension's schema); refer to existing ones as @extschema@.name.  Never
+-- pick objects by a pattern such as LIKE 'zk\_%': the extension's schema
+-- (CREATE EXTENSION zklock SCHEMA s; public by default) also holds the
+-- user's own objects.  zklock--1.0.sql is frozen; so is 1.1 once released:
+-- later changes go into zklock--1.2.sql and zklock--1.1--1.2.sql.
+
+-- Conventions of every acquiring function:
+--   timeout_ms NULL waits without limit (statement_timeout, lock_timeout and
+--   cancel still apply), 0 does not wait, > 0 waits at most that long;
+--   returns true when held, false when not granted in time.
+--   Session-scope holdings stack (one release per acquire) and end with the
+--   session; *_xact holdings end with the transaction, or with ROLLBACK TO
+--   a savepoint set before them.
+
+----------------------------------------------------------------------------
+-- Exclusive lock: Apache Curator InterProcessMutex on <zklock.root>/<name>.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_lock_acquire(name text, timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_acquire(text, integer) IS
+'take a session-scope exclusive zklock lock; true when held, false on timeout';
+
+CREATE FUNCTION zk_lock_try(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_try(text) IS
+'take a session-scope exclusive zklock lock if it is free, without waiting';
+
+CREATE FUNCTION zk_lock_acquire_xact(name text, timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_acquire_xact(text, integer) IS
+'take a transaction-scope exclusive zklock lock; true when held, false on timeout';
+
+CREATE FUNCTION zk_lock_try_xact(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_try_xact(text) IS
+'take a transaction-scope exclusive zklock lock if it is free, without waiting';
+
+CREATE FUNCTION zk_lock_release(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_release(text) IS
+'release one level of a session-scope zklock lock; false and a warning if not held';
+
+CREATE FUNCTION zk_lock_held(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_held(text) IS
+'whether this session holds the zklock lock now';
+
+CREATE FUNCTION zk_lock_token(name text)
+RETURNS bigint AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_token(text) IS
+'fencing token (czxid of the lock node) of this session''s holding; NULL when not held';
+
+----------------------------------------------------------------------------
+-- Multi-lock: Curator InterProcessMultiLock over exclusive locks.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_lock_acquire_all(names text[], timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_acquire_all(text[], integer) IS
+'take the session-scope exclusive locks of all names, or none; true when all are held';
+
+CREATE FUNCTION zk_lock_acquire_all_xact(names text[], timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_acquire_all_xact(text[], integer) IS
+'take the transaction-scope exclusive locks of all names, or none';
+
+----------------------------------------------------------------------------
+-- Read-write lock: Curator InterProcessReadWriteLock on <zklock.root>/<name>.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_rwlock_read(name text, timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_read(text, integer) IS
+'take a session-scope read lock; shared with other readers, excluded by writers';
+
+CREATE FUNCTION zk_rwlock_read_xact(name text, timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_read_xact(text, integer) IS
+'take a transaction-scope read lock';
+
+CREATE FUNCTION zk_rwlock_read_release(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_read_release(text) IS
+'release one level of a session-scope read lock; false and a warning if not held';
+
+CREATE FUNCTION zk_rwlock_read_held(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_read_held(text) IS
+'whether this session holds the read lock now';
+
+CREATE FUNCTION zk_rwlock_read_token(name text)
+RETURNS bigint AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_read_token(text) IS
+'fencing token of this session''s read lock; NULL when not held';
+
+CREATE FUNCTION zk_rwlock_write(name text, timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_write(text, integer) IS
+'take a session-scope write lock; excludes readers and writers';
+
+CREATE FUNCTION zk_rwlock_write_xact(name text, timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_write_xact(text, integer) IS
+'take a transaction-scope write lock';
+
+CREATE FUNCTION zk_rwlock_write_release(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_write_release(text) IS
+'release one level of a session-scope write lock; false and a warning if not held';
+
+CREATE FUNCTION zk_rwlock_write_held(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_write_held(text) IS
+'whether this session holds the write lock now';
+
+CREATE FUNCTION zk_rwlock_write_token(name text)
+RETURNS bigint AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_write_token(text) IS
+'fencing token of this session''s write lock; NULL when not held';
+
+----------------------------------------------------------------------------
+-- Semaphore: Curator InterProcessSemaphoreV2 on <zklock.root>/<name>
+-- (entry mutex in <name>/locks, one lease node per lease in <name>/leases).
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_semaphore_acquire(name text, max_leases integer,
+                                     timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_acquire(text, integer, integer) IS
+'take one session-scope lease of a semaphore of max_leases leases';
+
+CREATE FUNCTION zk_semaphore_acquire_xact(name text, max_leases integer,
+                                          timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_acquire_xact(text, integer, integer) IS
+'take one transaction-scope lease of a semaphore';
+
+CREATE FUNCTION zk_semaphore_release(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_release(text) IS
+'return one session-scope lease; false and a warning if none is held';
+
+CREATE FUNCTION zk_semaphore_held(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_held(text) IS
+'whether this session holds a lease of the semaphore now';
+
+CREATE FUNCTION zk_semaphore_token(name text)
+RETURNS bigint AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_token(text) IS
+'fencing token of this session''s newest lease; NULL when none is held';
+
+----------------------------------------------------------------------------
+-- Every kind.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_lock_release_all()
+RETURNS integer AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_release_all() IS
+'release every session-scope zklock holding of this session, of every kind; returns how many';
+
+----------------------------------------------------------------------------
+-- Monitoring.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_locks_internal(
+    OUT pid integer, OUT database text, OUT name text, OUT kind text,
+    OUT scope text, OUT state text, OUT count integer, OUT token bigint,
+    OUT znode text, OUT since timestamptz, OUT waiting_on text)
+RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_locks AS SELECT * FROM @extschema@.zk_locks_internal();
+COMMENT ON VIEW zk_locks IS
+'zklock holdings and waits of this instance: one row per holding scope or waiting request';
+
+CREATE FUNCTION zk_status(
+    OUT state text, OUT session_id text, OUT server text,
+    OUT session_timeout_ms integer, OUT last_error text,
+    OUT requests bigint, OUT grants bigint, OUT timeouts bigint,
+    OUT reconnects bigint, OUT session_losses bigint, OUT worker_pid integer)
+RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_status() IS
+'state of the zklock worker''s ZooKeeper session, with counters';
+
+----------------------------------------------------------------------------
+-- Privileges: taking distributed locks is granted explicitly (see README);
+-- monitoring is for pg_monitor.  The extension's own functions, listed one
+-- by one (1.0 revoked from every zk_* function of the schema, the user's
+-- included).
+----------------------------------------------------------------------------
+REVOKE ALL ON FUNCTION
+    @extschema@.zk_lock_acquire(text, integer),
+    @extschema@.zk_lock_try(text),
+    @extschema@.zk_lock_acquire_xact(text, integer),
+    @extschema@.zk_lock_try_xact(text),
+    @extschema@.zk_lock_release(text),
+    @extschema@.zk_lock_held(text),
+    @extschema@.zk_lock_token(text),
+    @extschema@.zk_lock_acquire_all(text[], integer),
+    @extschema@.zk_lock_acquire_all_xact(text[], integer),
+    @extschema@.zk_rwlock_read(text, integer),
+    @extschema@.zk_rwlock_read_xact(text, integer),
+    @extschema@.zk_rwlock_read_release(text),
+    @extschema@.zk_rwlock_read_held(text),
+    @extschema@.zk_rwlock_read_token(text),
+    @extschema@.zk_rwlock_write(text, integer),
+    @extschema@.zk_rwlock_write_xact(text, integer),
+    @extschema@.zk_rwlock_write_release(text),
+    @extschema@.zk_rwlock_write_held(text),
+    @extschema@.zk_rwlock_write_token(text),
+    @extschema@.zk_semaphore_acquire(text, integer, integer),
+    @extschema@.zk_semaphore_acquire_xact(text, integer, integer),
+    @extschema@.zk_semaphore_release(text),
+    @extschema@.zk_semaphore_held(text),
+    @extschema@.zk_semaphore_token(text),
+    @extschema@.zk_lock_release_all(),
+    @extschema@.zk_locks_internal(),
+    @extschema@.zk_status()
+FROM PUBLIC;
+REVOKE ALL ON @extschema@.zk_locks FROM PUBLIC;
+GRANT SELECT ON @extschema@.zk_locks TO pg_monitor;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_locks_internal() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_status() TO pg_monitor;
+
+----------------------------------------------------------------------------
+-- Added in 1.1 (the same blocks as at the end of zklock--1.0--1.1.sql).
+----------------------------------------------------------------------------
