@@ -20,7 +20,7 @@ use Test::More;
 
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until sqlstate);
-use ZkFault qw(poll_status zk_watch_count signal_process);
+use ZkFault qw(poll_status zk_watch_count signal_process wait_waiting);
 
 my $zk = ZkLockTest::zk_start();
 my $na = ZkLockTest::pg_node('safe_a', $zk);
@@ -143,10 +143,11 @@ note 'B8: a write holder gets the read lock at once, a writer queued behind';
 	my $b = session($na);
 	my $c = session($nb);
 	is($a->query_ok("SELECT zk_rwlock_write('d')"), 't', 'A holds write d');
+	# queued in this order: B's node before C's
 	$b->send("SELECT zk_rwlock_write('d')");
+	wait_waiting($na, $b, $zk, '/zklock/d', 2);
 	$c->send("SELECT zk_rwlock_write('d')");
-	ZkLockTest::wait_for_extension_wait($na, $b->pid);
-	ZkLockTest::wait_for_extension_wait($nb, $c->pid);
+	wait_waiting($nb, $c, $zk, '/zklock/d', 3);
 	is($a->query_ok("SELECT zk_rwlock_read('d', 2000)"),
 		't', 'A gets read d at once while writers wait');
 	is($a->query_ok("SELECT zk_lock_acquire('d', 2000)"),
