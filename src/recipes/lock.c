@@ -151,42 +151,27 @@ entry_step(ZkPart *p, const ZkResult *r)
 	check_step(p, r, lock_counts, "lock");
 }
 
-const ZkDriver zk_lock_driver = {
-	.kind = ZK_KIND_LOCK,
-	.suffix = "",
-	.form = ZK_FORM_LOCK,
-	.cohort = true,
-	.counts = lock_counts,
-	.decide = exclusive_decide,
-	.blocks = lock_blocks,
-	.begin = lock_begin,
-	.step = lock_step,
-};
+/* The lock family's drivers differ only in kind, node form and sharing. */
+#define LOCK_FAMILY_DRIVER(k, f, sh, dec) \
+{ \
+	.kind = (k), \
+	.suffix = "", \
+	.form = (f), \
+	.cohort = true, \
+	.shared = (sh), \
+	.counts = lock_counts, \
+	.decide = (dec), \
+	.blocks = lock_blocks, \
+	.begin = lock_begin, \
+	.step = lock_step, \
+}
 
-const ZkDriver zk_write_driver = {
-	.kind = ZK_KIND_WRITE,
-	.suffix = "",
-	.form = ZK_FORM_WRITE,
-	.cohort = true,
-	.counts = lock_counts,
-	.decide = exclusive_decide,
-	.blocks = lock_blocks,
-	.begin = lock_begin,
-	.step = lock_step,
-};
-
-const ZkDriver zk_read_driver = {
-	.kind = ZK_KIND_READ,
-	.suffix = "",
-	.form = ZK_FORM_READ,
-	.cohort = true,
-	.shared = true,
-	.counts = lock_counts,
-	.decide = shared_decide,
-	.blocks = lock_blocks,
-	.begin = lock_begin,
-	.step = lock_step,
-};
+const ZkDriver zk_lock_driver =
+LOCK_FAMILY_DRIVER(ZK_KIND_LOCK, ZK_FORM_LOCK, false, exclusive_decide);
+const ZkDriver zk_write_driver =
+LOCK_FAMILY_DRIVER(ZK_KIND_WRITE, ZK_FORM_WRITE, false, exclusive_decide);
+const ZkDriver zk_read_driver =
+LOCK_FAMILY_DRIVER(ZK_KIND_READ, ZK_FORM_READ, true, shared_decide);
 
 const ZkDriver zk_semaphore_entry_driver = {
 	.kind = ZK_KIND_SEMAPHORE_ENTRY,
