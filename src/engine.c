@@ -118,13 +118,16 @@ typedef struct ZkCall
 	uint32		gen;			/* the part's generation when sent */
 	ZkResult	r;
 	char	   *path;			/* what was asked (turn memory not needed) */
+	bool		watched;		/* asks the server for a watch */
+	bool		watch_set;		/* ... and the server set it */
 } ZkCall;
 
 /* A watch that fired. */
 typedef struct ZkFired
 {
 	dlist_node	link;
-	bool		children;
+	bool		data;			/* spends the path's data watch */
+	bool		children;		/* spends its children watch */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } ZkFired;
 
@@ -472,6 +475,7 @@ strings_done(int rc, const struct String_vector *strings, const void *data)
 {
 	ZkCall	   *c = (ZkCall *) data;
 
+	c->watch_set = c->watched && rc == ZOK;
 	if (rc == ZOK && strings && strings->count > 0)
 	{
 		c->r.children = turn_alloc(sizeof(char *) * strings->count);
@@ -492,6 +496,7 @@ data_done(int rc, const char *value, int len, const struct Stat *stat,
 {
 	ZkCall	   *c = (ZkCall *) data;
 
+	c->watch_set = c->watched && rc == ZOK;
 	if (rc == ZOK && value && len >= 0)
 	{
 		char	   *copy = turn_alloc(len + 1);
@@ -547,7 +552,9 @@ engine_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 	f = turn_alloc(offsetof(ZkFired, path) + len + 1);
 	if (f == NULL)
 		return;					/* the periodic re-listing recovers */
-	f->children = (type == ZOO_CHILD_EVENT);
+	/* a node's deletion fires both kinds of watch on it */
+	f->data = (type != ZOO_CHILD_EVENT);
+	f->children = (type == ZOO_CHILD_EVENT || type == ZOO_DELETED_EVENT);
 	memcpy(f->path, path, len + 1);
 	dlist_push_tail(&fired, &f->link);
 }
@@ -579,6 +586,30 @@ watch(ZkPart *p, const char *path, bool children)
 }
 
 /*
+ * Remove our watch on key's path from the client and the server.  All
+ * watches of the path, which are ours alone (one watcher per path): only
+ * that removal reaches the server; removing one watcher of a path only
+ * checks the server has the watch and leaves it there until it fires.
+ * The client refuses (ZNOWATCHER) while the call that sets the watch is
+ * still on its way; process_call() then removes it when that call's answer
+ * comes.
+ */
+static void
+remove_watch(const ZkWatchKey *key)
+{
+	ZkCall	   *c;
+
+	if (!zk_connected())
+		return;
+	c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key->path);
+	sent(c, zoo_aremove_all_watches(zk_zh, key->path,
+									key->children ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
+									0,
+	/* the header's type is wrong: it takes the function itself */
+									(void_completion_t *) void_done, c));
+}
+
+/*
  * The part no longer needs its watch.  When no part does, it is removed
  * from the client and the server, so nothing is left to fire for nobody.
  */
@@ -601,17 +632,7 @@ unwatch(ZkPart *p)
 	{
 		hash_search(watches, &key, HASH_REMOVE, NULL);
 		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
-		if (zk_connected())
-		{
-			ZkCall	   *c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key.path);
-
-			sent(c, zoo_aremove_watches(zk_zh, key.path,
-										key.children ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
-										engine_watcher, NULL, 0,
-										/* the header's type is wrong: it
-										 * takes the function itself */
-										(void_completion_t *) void_done, c));
-		}
+		remove_watch(&key);
 	}
 }
 
@@ -668,6 +689,7 @@ zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
 	if (with_watch)
 	{
 		watch(p, path, true);
+		c->watched = true;
 		sent(c, zoo_awget_children(zk_zh, path, engine_watcher, NULL,
 								   strings_done, c));
 	}
@@ -683,6 +705,7 @@ zk_call_get(ZkPart *p, int tag, const char *path, bool with_watch)
 	if (with_watch)
 	{
 		watch(p, path, false);
+		c->watched = true;
 		sent(c, zoo_awget(zk_zh, path, engine_watcher, NULL, data_done, c));
 	}
 	else
@@ -1566,6 +1589,18 @@ process_call(ZkCall *c)
 {
 	ZkPart	   *p = c->part;
 
+	/* a watch set for a part that no longer wants it: remove it now */
+	if (c->watch_set)
+	{
+		ZkWatchKey	key;
+
+		memset(&key, 0, sizeof(key));
+		key.children = (c->r.type == ZKC_LIST);
+		strlcpy(key.path, c->path, sizeof(key.path));
+		if (hash_search(watches, &key, HASH_FIND, NULL) == NULL)
+			remove_watch(&key);
+	}
+
 	/* p->calls still counts this call: nothing frees p meanwhile */
 	if (c->gen == p->gen && !p->dead)
 	{
@@ -1590,23 +1625,28 @@ process_call(ZkCall *c)
 static void
 process_fired(ZkFired *f)
 {
-	ZkWatchKey	key;
-	ZkWatch    *w;
-
 	dlist_head	woken;
 
-	memset(&key, 0, sizeof(key));
-	key.children = f->children;
-	strlcpy(key.path, f->path, sizeof(key.path));
-	w = hash_search(watches, &key, HASH_FIND, NULL);
-	if (w == NULL)
-		return;
-	/* the watch is spent: take its parts, then let them set new ones */
 	dlist_init(&woken);
-	while (!dlist_is_empty(&w->parts))
-		dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
-	hash_search(watches, &key, HASH_REMOVE, NULL);
-	pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	for (int children = 0; children <= 1; children++)
+	{
+		ZkWatchKey	key;
+		ZkWatch    *w;
+
+		if (!(children ? f->children : f->data))
+			continue;
+		memset(&key, 0, sizeof(key));
+		key.children = children;
+		strlcpy(key.path, f->path, sizeof(key.path));
+		w = hash_search(watches, &key, HASH_FIND, NULL);
+		if (w == NULL)
+			continue;
+		/* the watch is spent: take its parts, then let them set new ones */
+		while (!dlist_is_empty(&w->parts))
+			dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
+		hash_search(watches, &key, HASH_REMOVE, NULL);
+		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	}
 	while (!dlist_is_empty(&woken))
 	{
 		ZkPart	   *p = dlist_container(ZkPart, watch_link,

@@ -559,17 +559,11 @@ zk_session_wait(long timeout_ms, const char **why)
 		open_handle(NULL);
 	}
 
-	if (zk_zh && zookeeper_interest(zk_zh, &fd, &interest, &tv) == ZINVALIDSTATE &&
-		lost_reason == NULL && !ending_old)
-		lost_reason = "the ZooKeeper handle became unusable";
-
-	if (lost_reason)
-	{
-		session_restart(lost_reason);
-		return take_events(why);
-	}
-	kick_stuck_handshake(fd);
-
+	/*
+	 * The probe goes first: sending it can find the connection broken, and
+	 * the client then closes the socket, which zookeeper_interest() must
+	 * not have told us of yet.
+	 */
 	if (zk_session_connected() && now >= next_probe_at)
 	{
 		if (zoo_async(zk_zh, "/", probe_done,
@@ -577,6 +571,32 @@ zk_session_wait(long timeout_ms, const char **why)
 			next_probe_at = TimestampTzPlusMilliseconds(now,
 														zoo_recv_timeout(zk_zh) / 4);
 	}
+
+	if (zk_zh)
+	{
+		rc = zookeeper_interest(zk_zh, &fd, &interest, &tv);
+		if (rc == ZINVALIDSTATE && lost_reason == NULL && !ending_old)
+			lost_reason = "the ZooKeeper handle became unusable";
+		else if (rc != ZOK)
+		{
+			/*
+			 * The client gave up its connection (e.g. nothing heard for
+			 * two thirds of the timeout, after the worker was stopped) and
+			 * closed the socket it has just told us of.  Wait on nothing:
+			 * the next call connects again.
+			 */
+			fd = -1;
+			tv.tv_sec = 0;
+			tv.tv_usec = 0;
+		}
+	}
+
+	if (lost_reason)
+	{
+		session_restart(lost_reason);
+		return take_events(why);
+	}
+	kick_stuck_handshake(fd);
 
 	timeout = Min(tv.tv_sec * 1000L + tv.tv_usec / 1000, 1000L);
 	timeout = Max(Min(timeout, timeout_ms), 0);

@@ -134,6 +134,32 @@ is_deeply([ zk_lock_nodes($zk, "/zklock/$_") ], [], "no node left under $_")
 $_->quit foreach ($h, $x1, $x2, $h3, $w3, @w);
 
 # ===========================================================================
+note '(1b) the worker paused for most of its session timeout keeps its session';
+# ===========================================================================
+# 14 s of a 20 s session: longer than the two thirds after which the client
+# drops a silent connection (and closes the socket it just reported), shorter
+# than the session timeout counted from the worker's last probe (every
+# quarter timeout).  The worker must reconnect, not fail.
+{
+	my $p = session($slow);
+	is($p->query_ok("SELECT zk_lock_acquire('p1')"), 't', 'a session holds p1');
+	my $st = poll_status($slow, sub { $_[0]{state} eq 'connected' });
+	signal_process($st->{worker_pid}, 'STOP');
+	Time::HiRes::sleep(14);    # the fault itself: a pause of this length
+	signal_process($st->{worker_pid}, 'CONT');
+	my $st2 = poll_status($slow,
+		sub { $_[0]{state} eq 'connected' && $_[0]{reconnects} > $st->{reconnects} });
+	ok($st2, 'the worker reconnects after the pause');
+	$st2 //= {};
+	is($st2->{worker_pid} // '', $st->{worker_pid}, 'the same worker: it did not fail');
+	is($st2->{session_id} // '', $st->{session_id}, 'it resumed its session');
+	ok(poll_session($p, "SELECT zk_lock_held('p1')", 't', timeout => 10),
+		'p1 is held again');
+	is($p->query_ok("SELECT zk_lock_release('p1')"), 't', 'and released');
+	$p->quit;
+}
+
+# ===========================================================================
 note '(2) ZooKeeper down: requests fail in time with class 08, then recover';
 # ===========================================================================
 

@@ -9,6 +9,14 @@
 #    - a write holder gets the read lock at once, even with a writer queued
 #      behind it, and the queued writer gets the lock after both are let go;
 #    - repeated zk_lock_try on a held lock leaves no watch behind;
+#    - a request ZooKeeper refuses fails with the refusal, never as a
+#      timeout;
+#    - a multi-lock whose first part was lost (session expiry) while it
+#      waited for the second fails, and leaves nothing;
+#    - a semaphore lease asked again after a session loss goes through the
+#      entry mutex again (no over-subscription, no hang);
+#    - a node of the worker's own session that no request claims (a create
+#      that landed unseen) is deleted by the reconciler;
 #    - a release is visible at once to the next request of the instance.
 
 use strict;
@@ -169,7 +177,7 @@ note 'B8: a write holder gets the read lock at once, a writer queued behind';
 }
 
 # ===========================================================================
-note 'B10: zk_lock_try on a held lock leaves no watch behind';
+note 'B10: tries and short waits on a held lock leave no watch behind';
 # ===========================================================================
 {
 	my $a = session($na);
@@ -181,9 +189,207 @@ note 'B10: zk_lock_try on a held lock leaves no watch behind';
 		),
 		'0',
 		'200 tries on B all fail');
-	my $after = zk_watch_count($zk, 1);
-	cmp_ok($after - $before, '<=', 1, "watches on the server: $before before, $after after");
+	# a timeout that ends the wait while the watch is being set
+	is( $nb->safe_psql(
+			'postgres',
+			"SELECT count(*) FILTER (WHERE zk_lock_acquire('w', 1 + g % 4)) FROM generate_series(1, 200) g"
+		),
+		'0',
+		'200 acquires with timeouts of 1 to 4 ms on B all time out');
+	my $after;
+	ok( poll_until(sub { ($after = zk_watch_count($zk, 1)) <= $before }),
+		'every watch the tries set is removed from the server again');
+	note "watches on the server: $before before, $after after";
 	is($a->query_ok("SELECT zk_lock_release('w')"), 't', 'A releases w');
+}
+
+# ===========================================================================
+note 'B10: a request ZooKeeper refuses fails with the refusal, also with a timeout';
+# ===========================================================================
+{
+	# a parent only readable: every create under it is refused (NOAUTH)
+	ZkLockTest::zk_python($zk, q{
+		from kazoo.security import make_acl
+		zk.ensure_path('/zklock')
+		zk.create('/zklock/ro', acl=[make_acl('world', 'anyone', read=True)])
+	});
+	my $a = session($na);
+	foreach my $call ("zk_lock_try('ro')", "zk_lock_acquire('ro', 2000)",
+		"zk_rwlock_read('ro', 2000)", "zk_semaphore_acquire('ro', 2, 2000)")
+	{
+		my ($out, $err) = $a->query("SELECT $call");
+		isnt($out, 'f', "$call is not reported as a timeout");
+		is(sqlstate($err), '42501', "$call fails with 42501");
+		like($err, qr/refused/, "$call: the error says ZooKeeper refused");
+		note $err;
+	}
+	is($a->query_ok("SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid()"),
+		'0', 'nothing is left of the refused requests');
+	is($a->query_ok("SELECT zk_lock_acquire('ok-after-ro', 2000)"), 't',
+		'the session goes on with other names');
+	is($a->query_ok("SELECT zk_lock_release('ok-after-ro')"), 't', 'and lets go');
+}
+
+# The state of a worker's session, and the worker paused past its timeout.
+sub session_losses
+{
+	return ZkFault::zk_status_of($_[0])->{session_losses};
+}
+
+sub expire_session
+{
+	my ($node, $until) = @_;
+	my $losses = session_losses($node);
+	my $pid = worker_pid($node);
+	signal_process($pid, 'STOP');
+	my $ok = $until->();
+	signal_process($pid, 'CONT');
+	ok( poll_status(
+			$node,
+			sub {
+				$_[0]{state} eq 'connected' && $_[0]{session_losses} > $losses;
+			}),
+		'the paused worker finds its session expired and connects anew');
+	return $ok;
+}
+
+# ===========================================================================
+note 'A6: a multi-lock part lost while waiting for another fails the call';
+# ===========================================================================
+{
+	my $a = session($na);
+	my $b = session($nb);
+	my $c = session($nb);
+	is($b->query_ok("SELECT zk_lock_acquire('a6/y')"), 't', 'B holds a6/y');
+	$a->send("SELECT zk_lock_acquire_all(ARRAY['a6/x', 'a6/y'], 60000)");
+	wait_waiting($na, $a, $zk, '/zklock/a6/y', 2);
+	is(scalar(children('a6/x')), 1, 'A holds a6/x and waits for a6/y');
+	$c->send("SELECT zk_lock_acquire('a6/x', 60000)");
+	wait_waiting($nb, $c, $zk, '/zklock/a6/x', 2);
+
+	ok( expire_session(
+			$na,
+			sub {
+				my ($out) = $c->result(timeout => 60);
+				return ($out // '') eq 't';
+			}),
+		'C gets a6/x once A\'s session expired');
+	is($b->query_ok("SELECT zk_lock_release('a6/y')"), 't', 'B lets go of a6/y');
+	my ($out, $err) = $a->result(timeout => 60);
+	isnt($out, 't', 'A\'s zk_lock_acquire_all does not return true: a6/x was lost');
+	is(sqlstate($err), '40001', 'it fails with 40001');
+	is($a->query_ok("SELECT zk_lock_held('a6/x') OR zk_lock_held('a6/y')"),
+		'f', 'A holds neither part');
+	ok(poll_until(sub { scalar(children('a6/y')) == 0 }),
+		'nothing of A is left under a6/y');
+	is($c->query_ok("SELECT zk_lock_held('a6/x')"), 't', 'C still holds a6/x');
+	is($c->query_ok("SELECT zk_lock_release('a6/x')"), 't', 'C lets go');
+	$_->quit foreach ($a, $b, $c);
+}
+
+# ===========================================================================
+note 'A7: a lease asked again after a session loss takes the entry mutex again';
+# ===========================================================================
+{
+	my $h = session($nb);
+	my $a = session($na);
+	my $d = session($nb);
+	is($h->query_ok("SELECT zk_semaphore_acquire('a7', 1)"), 't', 'H holds the only lease of a7');
+	$a->send("SELECT zk_semaphore_acquire('a7', 1, 60000)");
+	wait_waiting($na, $a, $zk, '/zklock/a7/leases', 2);
+	my @before = children('a7/leases');
+	$d->send("SELECT zk_semaphore_acquire('a7', 1, 60000)");
+	wait_waiting($nb, $d, $zk, '/zklock/a7/locks', 2);
+
+	# A's mutex and lease go with its session; D takes the mutex and its lease
+	ok( expire_session(
+			$na,
+			sub {
+				return poll_until(
+					sub {
+						my %was = map { $_ => 1 } @before;
+						my @now = children('a7/leases');
+						return @now == 2 && (grep { !$was{$_} } @now) == 1;
+					});
+			}),
+		'D holds the entry mutex and waits with its lease in place of A\'s');
+	# A asks again: it queues for the mutex and adds no lease meanwhile
+	ok( poll_until(
+			sub {
+				scalar(children('a7/locks')) == 2
+				  || scalar(children('a7/leases')) > 2;
+			}),
+		'A asks again');
+	is(scalar(children('a7/leases')), 2,
+		'A has no lease node while D holds the entry mutex');
+	is($h->query_ok("SELECT zk_semaphore_release('a7')"), 't', 'H lets go');
+	my ($out, $err) = $d->result(timeout => 30);
+	is($out, 't', 'D, the holder of the entry mutex, gets the lease');
+	ok(!$a->done, 'A still waits');
+	is($d->query_ok("SELECT zk_semaphore_release('a7')"), 't', 'D lets go');
+	($out, $err) = $a->result(timeout => 30);
+	is($out, 't', 'A gets the lease after D');
+	is($a->query_ok("SELECT zk_semaphore_release('a7')"), 't', 'A lets go');
+	ok( poll_until(
+			sub {
+				!grep { /^_c_/ } (children('a7/leases'), children('a7/locks'));
+			}),
+		'nothing is left under a7');
+	$_->quit foreach ($h, $a, $d);
+}
+
+# ===========================================================================
+note 'B9: a node of the worker\'s session that no request claims is deleted';
+# ===========================================================================
+{
+	my $a = session($na);
+	my $c = session($nb);
+	is($a->query_ok("SELECT zk_lock_acquire('b9')"), 't', 'A holds b9');
+	my $st = ZkFault::zk_status_of($na);
+
+	# A create of ours that landed unseen: while the worker is paused,
+	# another client resumes its session (from the file the worker keeps it
+	# in) and creates a node with zklock's protected prefix for that
+	# session; it leaves without closing the session, and the worker goes
+	# on with it.
+	open my $fh, '<', $na->data_dir . '/zklock.session' or die "zklock.session: $!";
+	my (undef, $sid, $pw) = map { chomp; $_ } <$fh>;
+	close $fh;
+	my $log_offset = -s $na->logfile;
+	my $wpid = worker_pid($na);
+	signal_process($wpid, 'STOP');
+	my $made = eval { ZkLockTest::zk_python($zk, q{
+		import os, sys
+		sid = int(args[0], 16)
+		pw = bytes.fromhex(args[1])
+		h = '%016x' % sid
+		# zklock's UUID: the session's hex digits after the version digit,
+		# after the variant digit, and at the end (nodename.c)
+		u = '0123abcd-4567-4%s89-8%s-%s' % (h[0], h[1:4], h[4:])
+		imp = KazooClient(hosts=args[2], client_id=(sid, pw), timeout=10.0)
+		imp.start(timeout=30)
+		p = imp.retry(imp.create, '/zklock/b9/_c_%s-lock-' % u,
+					  ephemeral=True, sequence=True)
+		print(p)
+		sys.stdout.flush()
+		os._exit(0)   # leave the session to its owner: no close
+	}, $sid, $pw, $zk->connect) } // '';
+	note $@ if $@;
+	signal_process($wpid, 'CONT');
+	chomp $made;
+	note "made $made";
+	like($made, qr{^/zklock/b9/_c_[0-9a-f-]{37}lock-\d{10}$}, 'a node of our session was made');
+
+	is($a->query_ok("SELECT zk_lock_release('b9')"), 't', 'A lets go of b9');
+	my ($out, $err) = $c->query("SELECT zk_lock_acquire('b9', 30000)");
+	is($out, 't', 'C gets b9: the node nobody claims does not block it for long');
+	ok($na->wait_for_log(qr/deleting node "\Q$made\E"/, $log_offset),
+		'the worker says it deleted the unclaimed node');
+	my $st2 = ZkFault::zk_status_of($na);
+	is($st2->{session_id}, $st->{session_id}, 'the worker kept its session');
+	is($st2->{session_losses}, $st->{session_losses}, 'no session loss counted');
+	is($c->query_ok("SELECT zk_lock_release('b9')"), 't', 'C lets go');
+	$_->quit foreach ($a, $c);
 }
 
 # ===========================================================================
