@@ -88,7 +88,8 @@ static bool authenticated = false;	/* session_auth was sent */
 static bool auth_blocked = false;	/* the file is unusable: wait for reload */
 static TimestampTz confirmed_at = 0;
 static TimestampTz next_probe_at = 0;
-static const char *lost_reason = NULL;	/* set by the watcher, acted on later */
+/* why the session is lost, a sentence; set by the watcher, acted on later */
+static const char *lost_reason = NULL;
 static TimestampTz reopen_at = 0;	/* retry a failed zookeeper_init then */
 static bool auth_failed = false;
 static int	pending_fd = -1;		/* socket of a connection being set up */
@@ -246,10 +247,10 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 		return;
 	}
 	if (state == ZOO_EXPIRED_SESSION_STATE)
-		lost_reason = "the ZooKeeper session expired";
+		lost_reason = "The ZooKeeper session expired.";
 	else if (state == ZOO_AUTH_FAILED_STATE)
 	{
-		lost_reason = "ZooKeeper refused the credentials of zklock.auth_file";
+		lost_reason = "ZooKeeper refused the credentials of zklock.auth_file.";
 		auth_failed = true;
 	}
 	else
@@ -533,7 +534,8 @@ open_handle(const clientid_t *cid)
 		{
 			/* no connection rather than one with open ACLs */
 			ereport(LOG,
-					(errmsg("zklock is not connecting to ZooKeeper"),
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("zklock is not connecting to ZooKeeper"),
 					 errdetail("The file named by zklock.auth_file cannot be used."),
 					 errhint("Fix the file, then reload the configuration.")));
 			auth_blocked = true;
@@ -554,8 +556,10 @@ open_handle(const clientid_t *cid)
 	if (zk_zh == NULL)
 	{
 		ereport(LOG,
-				(errmsg("zklock could not start a ZooKeeper session for \"%s\": %m",
-						session_hosts)));
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("zklock could not start a ZooKeeper session for \"%s\": %m",
+						session_hosts),
+				 errhint("Check zklock.hosts.")));
 		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 		return;
 	}
@@ -628,14 +632,16 @@ take_events(const char **why)
 
 /*
  * The session is gone or must go: note the event for the engine, and open
- * a new one.
+ * a new one.  why is a sentence (it becomes the DETAIL of this and of the
+ * engine's messages).
  */
 static void
 session_restart(const char *why)
 {
 	ereport(WARNING,
-			(errmsg("zklock lost ZooKeeper session 0x%llx: %s",
-					(unsigned long long) session_id, why)));
+			(errmsg("zklock lost ZooKeeper session 0x%llx",
+					(unsigned long long) session_id),
+			 errdetail_internal("%s", why)));
 	pg_atomic_fetch_add_u64(&zk_shared->n_session_losses, 1);
 	zk_set_last_error("session 0x%llx lost: %s",
 					  (unsigned long long) session_id, why);
@@ -669,14 +675,15 @@ auth_changed(void)
 	if (auth == NULL)
 	{
 		ereport(LOG,
-				(errmsg("zklock.auth_file was not reloaded"),
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock.auth_file was not reloaded"),
 				 errdetail("The zklock worker keeps its current ZooKeeper session and credentials.")));
 		return NULL;
 	}
 	if (strcmp(session_auth_file, zklock_auth_file) != 0)
-		why = "zklock.auth_file changed";
+		why = "zklock.auth_file changed.";
 	else if (strcmp(session_auth, auth) != 0)
-		why = "the credentials in zklock.auth_file changed";
+		why = "The credentials in zklock.auth_file changed.";
 	free_secret(auth);
 	return why;
 }
@@ -700,7 +707,7 @@ zk_session_reload(const char **why)
 			open_handle(NULL);
 	}
 	else if (session_hosts && strcmp(session_hosts, zklock_hosts) != 0)
-		session_restart("zklock.hosts changed");
+		session_restart("zklock.hosts changed.");
 	else if (zk_zh != NULL && !ending_old && session_auth != NULL &&
 			 (reason = auth_changed()) != NULL)
 		session_restart(reason);
@@ -737,8 +744,9 @@ kick_stuck_handshake(int fd)
 	else if (TimestampDifferenceExceeds(pending_since, now, limit))
 	{
 		ereport(LOG,
-				(errmsg("zklock got no answer to its session handshake from ZooKeeper within %d ms; trying again",
-						limit)));
+				(errmsg("zklock got no answer to its session handshake from ZooKeeper within %d ms",
+						limit),
+				 errdetail("The worker drops the connection and tries again.")));
 		shutdown(fd, SHUT_RDWR);
 		pending_fd = -1;
 	}
@@ -776,7 +784,7 @@ zk_session_wait(long timeout_ms, const char **why)
 
 	if (zk_zh && zookeeper_interest(zk_zh, &fd, &interest, &tv) == ZINVALIDSTATE &&
 		lost_reason == NULL && !ending_old)
-		lost_reason = "the ZooKeeper handle became unusable";
+		lost_reason = "The ZooKeeper handle became unusable.";
 
 	if (lost_reason)
 	{
@@ -828,6 +836,6 @@ zk_session_wait(long timeout_ms, const char **why)
 	else if (zk_zh && session_id != 0 && !ending_old &&
 			 TimestampDifferenceExceeds(confirmed_at, GetCurrentTimestamp(),
 										zoo_recv_timeout(zk_zh)))
-		session_restart("ZooKeeper did not confirm the session within its timeout");
+		session_restart("ZooKeeper did not confirm the session within its timeout.");
 	return take_events(why);
 }

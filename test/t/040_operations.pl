@@ -732,7 +732,7 @@ my $want_acl_masked = [ [ 'digest', 'zkuser:x', 31 ], [ 'world', 'anyone', 1 ] ]
 	isnt($after->{session_id}, $before->{session_id},
 		'changed credentials in the file open a new session');
 	like(substr(slurp_file($node->logfile), $offset),
-		qr/lost ZooKeeper session 0x[0-9a-f]+: the credentials in zklock.auth_file changed/,
+		qr/WARNING:  zklock lost ZooKeeper session 0x[0-9a-f]+\n.*DETAIL:  The credentials in zklock\.auth_file changed\./,
 		'... and the log says why');
 	# /zklock belongs to the old identity, so the new one may not create
 	# under it; if so, the error must say that it is not authorized.
@@ -775,7 +775,7 @@ my $want_acl_masked = [ [ 'digest', 'zkuser:x', 31 ], [ 'world', 'anyone', 1 ] ]
 	isnt($after->{session_id}, $before->{session_id},
 		'a changed zklock.auth_file (a relative path, mode 0400) opens a new session');
 	like(substr(slurp_file($node->logfile), $offset),
-		qr/lost ZooKeeper session 0x[0-9a-f]+: zklock.auth_file changed/,
+		qr/WARNING:  zklock lost ZooKeeper session 0x[0-9a-f]+\n.*DETAIL:  zklock\.auth_file changed\./,
 		'... and the log says why');
 	is($s->query_ok("SELECT zk_lock_acquire('guarded3', 10000)"), 't',
 		'a lock is taken with the credentials of the data directory\'s file');
@@ -828,7 +828,8 @@ note '4. zklock.auth_file unusable: the worker does not connect';
 	$s->query_ok('SET zklock.connect_timeout = 500');
 	my ($out, $err) = $s->query("SELECT zk_lock_acquire('open')");
 	is(sqlstate($err), '08001', 'a request fails with 08001');
-	like($err, qr/DETAIL:  .*has group or world access/,
+	like($err,
+		qr/DETAIL:  The zklock worker had no ZooKeeper session within zklock\.connect_timeout \(500 ms\); its last error was: zklock credentials file "\Q$file\E" has group or world access \(permissions 0644\)\./,
 		'... naming the problem with the file');
 	is_deeply([ ZkLockTest::zk_children($zk_d, '/') ], ['zookeeper'],
 		'nothing was created in ZooKeeper (no node with an open ACL)');
