@@ -542,6 +542,7 @@ open_handle(const clientid_t *cid)
 			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 			return;
 		}
+		auth_blocked = false;
 		free_secret(session_auth);
 		session_auth = auth;
 		if (session_auth_file)
