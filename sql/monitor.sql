@@ -27,9 +27,9 @@ GRANT EXECUTE ON FUNCTION zk_lock_try(text), zk_lock_release(text) TO zk_app;
 SET ROLE zk_app;
 SELECT zk_lock_try('reg/priv');
 SELECT zk_lock_release('reg/priv');
--- the credentials setting is superuser-only
-SHOW zklock.auth;
-SELECT count(*) FROM pg_settings WHERE name = 'zklock.auth';
+-- the credentials file setting is superuser-only
+SHOW zklock.auth_file;
+SELECT count(*) FROM pg_settings WHERE name = 'zklock.auth_file';
 RESET ROLE;
 SET ROLE zk_mon;
 SELECT count(*) >= 0 AS can_read FROM zk_locks;

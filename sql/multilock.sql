@@ -6,6 +6,7 @@ SELECT zk_lock_acquire_all(ARRAY['ok', NULL]);
 SELECT zk_lock_acquire_all(ARRAY['ok', 'a//b']);
 SELECT zk_lock_acquire_all(ARRAY['ok'], -1);
 \set VERBOSITY default
+SELECT zk_lock_acquire_all_xact('{}');
 -- nothing was taken by the failed calls
 SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid();
 SELECT zk_lock_acquire_all(ARRAY['reg/m3', 'reg/m1', 'reg/m2', 'reg/m1']);

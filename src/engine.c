@@ -1776,8 +1776,9 @@ reconciler_step(ZkPart *p, const ZkResult *r)
 					!node_claimed(parent, zk_node_of(r->path)))
 				{
 					ereport(LOG,
-							(errmsg("zklock is deleting node \"%s\": it belongs to its own ZooKeeper session but to no request",
-									r->path)));
+							(errmsg("zklock is deleting orphaned node \"%s\"",
+									r->path),
+							 errdetail("The node belongs to the worker's own ZooKeeper session but to no request.")));
 					pg_atomic_fetch_add_u64(&zk_shared->n_orphans, 1);
 					zk_call_delete(p, T_ORPHAN_DEL, r->path, -1);
 				}

@@ -43,6 +43,14 @@
 
 #include "protocol.h"
 
+/*
+ * zklock.max_locks is capped so that every allocation scaling with it stays
+ * below MaxAllocSize: the largest is the copy of all entries zk_locks makes
+ * (monitor.c); the worker's per-entry arrays are much smaller.
+ */
+StaticAssertDecl((Size) ZK_MAX_LOCKS_LIMIT * sizeof(ZkEntry) <= MaxAllocSize,
+				 "zklock.max_locks entries must fit in one allocation");
+
 ZkShared   *zk_shared = NULL;
 
 static bool exit_hook_registered = false;
@@ -412,17 +420,29 @@ static void
 zk_raise_unreachable(int id, uint32 generation)
 {
 	char		last[ZK_ERRMSG_MAX];
+	size_t		len;
 
 	LWLockAcquire(zk_shared->lock, LW_SHARED);
 	strlcpy(last, zk_shared->last_error, sizeof(last));
 	LWLockRelease(zk_shared->lock);
 	zk_give_up(id, generation);
+	/* the sentence below ends with its own period */
+	len = strlen(last);
+	while (len > 0 && (last[len - 1] == '.' || last[len - 1] == ' ' ||
+					   last[len - 1] == '\n'))
+		last[--len] = '\0';
+	if (last[0])
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
+				 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms); its last error was: %s.",
+						   zklock_connect_timeout, last),
+				 errhint("Check zklock.hosts and the zklock worker's messages in the server log.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 			 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
-			 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms)%s%s",
-					   zklock_connect_timeout,
-					   last[0] ? "; its last error: " : ".", last),
+			 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms).",
+					   zklock_connect_timeout),
 			 errhint("Check zklock.hosts and the zklock worker's messages in the server log.")));
 }
 
@@ -579,7 +599,7 @@ zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 			ereport(ERROR,
 					(errcode(code),
 					 errmsg("zklock could not %s \"%s\"",
-							ask == ZK_ASK_FINALIZE ? "make final the job claim" :
+							ask == ZK_ASK_FINALIZE ? "finalize job claim" :
 							"leave the double barrier", e->name),
 					 errdetail_internal("%s", msg)));
 		now = GetCurrentTimestamp();

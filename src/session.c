@@ -36,6 +36,17 @@
  * back from zk_session_wait() as events, and the worker loop tells the
  * engine.
  *
+ * Credentials: zklock.auth_file names a file holding "user:password" for
+ * ZooKeeper's digest scheme.  It is read whenever a new session is opened
+ * and on every reload (a changed path or content opens a new session).  As
+ * PostgreSQL does for its SSL key, the file must be a regular file owned by
+ * the server's user without group or world access; otherwise, and when it
+ * cannot be read or parsed, the worker does not connect at all (connecting
+ * without the credentials would create nodes everyone may change) until a
+ * reload finds it usable, or keeps its current session when it learns of
+ * the problem on a reload.  The credentials never go to the log, to an
+ * error message or to zk_status().
+ *
  * Crash restarts: the session id and password are kept in
  * $PGDATA/zklock.session.  After a crash (kill -9 of any backend restarts
  * every process, this worker included) the new worker first resumes that
@@ -71,11 +82,14 @@ static bool end_old_now = false;
 static TimestampTz end_old_deadline = 0;
 static int64 session_id = 0;
 static char *session_hosts = NULL;	/* zklock.hosts the session uses */
-static char *session_auth = NULL;	/* zklock.auth the session was given */
-static bool authenticated = false;	/* session_auth was usable and sent */
+static char *session_auth_file = NULL;	/* zklock.auth_file of the session */
+static char *session_auth = NULL;	/* the credentials read from it, or "" */
+static bool authenticated = false;	/* session_auth was sent */
+static bool auth_blocked = false;	/* the file is unusable: wait for reload */
 static TimestampTz confirmed_at = 0;
 static TimestampTz next_probe_at = 0;
-static const char *lost_reason = NULL;	/* set by the watcher, acted on later */
+/* why the session is lost, a sentence; set by the watcher, acted on later */
+static const char *lost_reason = NULL;
 static TimestampTz reopen_at = 0;	/* retry a failed zookeeper_init then */
 static bool auth_failed = false;
 static int	pending_fd = -1;		/* socket of a connection being set up */
@@ -233,10 +247,10 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 		return;
 	}
 	if (state == ZOO_EXPIRED_SESSION_STATE)
-		lost_reason = "the ZooKeeper session expired";
+		lost_reason = "The ZooKeeper session expired.";
 	else if (state == ZOO_AUTH_FAILED_STATE)
 	{
-		lost_reason = "ZooKeeper refused the credentials of zklock.auth";
+		lost_reason = "ZooKeeper refused the credentials of zklock.auth_file.";
 		auth_failed = true;
 	}
 	else
@@ -303,10 +317,13 @@ session_changed(void)
 
 /* ---- authentication ---- */
 
+/* Longest credentials file accepted, in bytes. */
+#define AUTH_FILE_MAX	1024
+
 /*
- * The ACL of every node we create: open when zklock.auth is not set; else
- * all rights for our identity ("auth": whoever authenticated as we did)
- * and read for everyone.
+ * The ACL of every node we create: open when zklock.auth_file is not set;
+ * else all rights for our identity ("auth": whoever authenticated as we
+ * did) and read for everyone.
  */
 struct ACL_vector *
 zk_session_acl(void)
@@ -324,6 +341,156 @@ zk_session_acl(void)
 	return &protected_vector;
 }
 
+/* Forget credentials: overwrite them before the memory is freed. */
+static void
+free_secret(char *secret)
+{
+	if (secret)
+	{
+		explicit_bzero(secret, strlen(secret));
+		pfree(secret);
+	}
+}
+
+/*
+ * Read the credentials from the file named by zklock.auth_file (a relative
+ * path is relative to the data directory, the worker's working directory).
+ * Returns them palloc'd in TopMemoryContext, "" when the setting is empty,
+ * or NULL after logging (at LOG, as PostgreSQL reports configuration files
+ * it cannot use on reload) and publishing as last_error why the file
+ * cannot be used.  Neither ever shows the file's content.
+ */
+static char *
+read_auth_file(const char *path)
+{
+	char		buf[AUTH_FILE_MAX + 2];
+	struct stat st;
+	int			fd;
+	int			len;
+	int			save_errno;
+	char	   *colon;
+	char	   *result;
+
+	if (path[0] == '\0')
+		return MemoryContextStrdup(TopMemoryContext, "");
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		save_errno = errno;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not open zklock credentials file \"%s\": %m",
+						path),
+				 errhint("zklock.auth_file must name a file the server's user can read.")));
+		zk_set_last_error("could not open zklock credentials file \"%s\": %s",
+						  path, strerror(save_errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0)
+	{
+		save_errno = errno;
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not stat zklock credentials file \"%s\": %m",
+						path)));
+		zk_set_last_error("could not stat zklock credentials file \"%s\": %s",
+						  path, strerror(save_errno));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode))
+	{
+		CloseTransientFile(fd);
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" is not a regular file",
+						path)));
+		zk_set_last_error("zklock credentials file \"%s\" is not a regular file",
+						  path);
+		return NULL;
+	}
+	if (st.st_uid != geteuid())
+	{
+		CloseTransientFile(fd);
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" must be owned by the database server's user",
+						path),
+				 errdetail("The file is owned by user ID %u; the server runs as user ID %u.",
+						   (unsigned int) st.st_uid, (unsigned int) geteuid()),
+				 errhint("Give the file to the server's user with chown and make it mode 0600, then reload the configuration.")));
+		zk_set_last_error("zklock credentials file \"%s\" is owned by user ID %u, not by the server's user ID %u",
+						  path, (unsigned int) st.st_uid,
+						  (unsigned int) geteuid());
+		return NULL;
+	}
+	if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
+		CloseTransientFile(fd);
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" has group or world access",
+						path),
+				 errdetail("The file has permissions %04o; it must have permissions u=rw (0600) or less.",
+						   (unsigned int) (st.st_mode & 07777)),
+				 errhint("Run \"chmod 0600 %s\", then reload the configuration.",
+						 path)));
+		zk_set_last_error("zklock credentials file \"%s\" has group or world access (permissions %04o)",
+						  path, (unsigned int) (st.st_mode & 07777));
+		return NULL;
+	}
+
+	len = read(fd, buf, sizeof(buf) - 1);
+	save_errno = errno;
+	CloseTransientFile(fd);
+	if (len < 0)
+	{
+		errno = save_errno;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not read zklock credentials file \"%s\": %m",
+						path)));
+		zk_set_last_error("could not read zklock credentials file \"%s\": %s",
+						  path, strerror(save_errno));
+		return NULL;
+	}
+	if (len > AUTH_FILE_MAX)
+	{
+		explicit_bzero(buf, sizeof(buf));
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" is too long", path),
+				 errdetail("The file must hold one line of at most %d bytes.",
+						   AUTH_FILE_MAX)));
+		zk_set_last_error("zklock credentials file \"%s\" is too long", path);
+		return NULL;
+	}
+	/* one line: trailing white space and the newline do not count */
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
+					   buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		len--;
+	buf[len] = '\0';
+	colon = strchr(buf, ':');
+	if (colon == NULL || colon == buf || memchr(buf, '\0', len) != NULL ||
+		strchr(buf, '\n') != NULL)
+	{
+		explicit_bzero(buf, sizeof(buf));
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" is not of the form user:password",
+						path),
+				 errdetail("The file must hold one line: a user name, a colon and the password.")));
+		zk_set_last_error("zklock credentials file \"%s\" is not of the form user:password",
+						  path);
+		return NULL;
+	}
+	result = MemoryContextStrdup(TopMemoryContext, buf);
+	explicit_bzero(buf, sizeof(buf));
+	return result;
+}
+
 static volatile int auth_rc = ZOK;	/* set by auth_done, acted on later */
 
 static void
@@ -333,32 +500,23 @@ auth_done(int rc, const void *data)
 		auth_rc = rc;
 }
 
-/*
- * Present zklock.auth to ZooKeeper.  Its value never goes to the log or to
- * an error message.
- */
+/* Present the session's credentials, if any, to ZooKeeper. */
 static void
 add_auth(void)
 {
-	const char *colon;
-
 	authenticated = false;
 	if (session_auth[0] == '\0')
 		return;
-	colon = strchr(session_auth, ':');
-	if (colon == NULL || colon == session_auth)
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock.auth is not of the form user:password; connecting without authentication")));
-		return;
-	}
 	authenticated = zoo_add_auth(zk_zh, "digest", session_auth,
 								 strlen(session_auth), auth_done, NULL) == ZOK;
 }
 
 /* ---- opening and closing ---- */
 
+/*
+ * Open a handle: for a new session (cid NULL) with the credentials of
+ * zklock.auth_file, which must be usable, or to resume the session cid.
+ */
 static void
 open_handle(const clientid_t *cid)
 {
@@ -368,9 +526,30 @@ open_handle(const clientid_t *cid)
 	if (session_hosts)
 		pfree(session_hosts);
 	session_hosts = MemoryContextStrdup(TopMemoryContext, zklock_hosts);
-	if (session_auth)
-		pfree(session_auth);
-	session_auth = MemoryContextStrdup(TopMemoryContext, zklock_auth);
+	if (cid == NULL)
+	{
+		char	   *auth = read_auth_file(zklock_auth_file);
+
+		if (auth == NULL)
+		{
+			/* no connection rather than one with open ACLs */
+			ereport(LOG,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("zklock is not connecting to ZooKeeper"),
+					 errdetail("The file named by zklock.auth_file cannot be used."),
+					 errhint("Fix the file, then reload the configuration.")));
+			auth_blocked = true;
+			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
+			return;
+		}
+		auth_blocked = false;
+		free_secret(session_auth);
+		session_auth = auth;
+		if (session_auth_file)
+			pfree(session_auth_file);
+		session_auth_file = MemoryContextStrdup(TopMemoryContext,
+												zklock_auth_file);
+	}
 
 	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
 	zk_zh = zookeeper_init(session_hosts, session_watcher,
@@ -378,8 +557,10 @@ open_handle(const clientid_t *cid)
 	if (zk_zh == NULL)
 	{
 		ereport(LOG,
-				(errmsg("zklock could not start a ZooKeeper session for \"%s\": %m",
-						session_hosts)));
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("zklock could not start a ZooKeeper session for \"%s\": %m",
+						session_hosts),
+				 errhint("Check zklock.hosts.")));
 		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 		return;
 	}
@@ -452,14 +633,16 @@ take_events(const char **why)
 
 /*
  * The session is gone or must go: note the event for the engine, and open
- * a new one.
+ * a new one.  why is a sentence (it becomes the DETAIL of this and of the
+ * engine's messages).
  */
 static void
 session_restart(const char *why)
 {
 	ereport(WARNING,
-			(errmsg("zklock lost ZooKeeper session 0x%llx: %s",
-					(unsigned long long) session_id, why)));
+			(errmsg("zklock lost ZooKeeper session 0x%llx",
+					(unsigned long long) session_id),
+			 errdetail_internal("%s", why)));
 	pg_atomic_fetch_add_u64(&zk_shared->n_session_losses, 1);
 	zk_set_last_error("session 0x%llx lost: %s",
 					  (unsigned long long) session_id, why);
@@ -478,17 +661,57 @@ session_restart(const char *why)
 }
 
 /*
+ * Settings were reloaded: read zklock.auth_file again.  Returns why the
+ * session must move to another identity (a changed path or content), or
+ * NULL.  An unusable file is reported and the session kept, as PostgreSQL
+ * keeps its SSL configuration when a reload brings a bad one.
+ */
+static const char *
+auth_changed(void)
+{
+	char	   *auth;
+	const char *why = NULL;
+
+	auth = read_auth_file(zklock_auth_file);
+	if (auth == NULL)
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock.auth_file was not reloaded"),
+				 errdetail("The zklock worker keeps its current ZooKeeper session and credentials.")));
+		return NULL;
+	}
+	if (strcmp(session_auth_file, zklock_auth_file) != 0)
+		why = "zklock.auth_file changed.";
+	else if (strcmp(session_auth, auth) != 0)
+		why = "The credentials in zklock.auth_file changed.";
+	free_secret(auth);
+	return why;
+}
+
+/*
  * Settings were reloaded: move to the new ensemble or identity if
- * zklock.hosts or zklock.auth changed.  Returns the events, as
- * zk_session_wait().
+ * zklock.hosts, zklock.auth_file or that file's content changed, and try
+ * to connect again if the credentials file was unusable.  Returns the
+ * events, as zk_session_wait().
  */
 int
 zk_session_reload(const char **why)
 {
-	if (session_hosts && strcmp(session_hosts, zklock_hosts) != 0)
-		session_restart("zklock.hosts changed");
-	else if (session_auth && strcmp(session_auth, zklock_auth) != 0)
-		session_restart("zklock.auth changed");
+	const char *reason;
+
+	if (auth_blocked)
+	{
+		/* not connected: nothing to lose, just try again */
+		auth_blocked = false;
+		if (zk_zh == NULL)
+			open_handle(NULL);
+	}
+	else if (session_hosts && strcmp(session_hosts, zklock_hosts) != 0)
+		session_restart("zklock.hosts changed.");
+	else if (zk_zh != NULL && !ending_old && session_auth != NULL &&
+			 (reason = auth_changed()) != NULL)
+		session_restart(reason);
 	return take_events(why);
 }
 
@@ -522,8 +745,9 @@ kick_stuck_handshake(int fd)
 	else if (TimestampDifferenceExceeds(pending_since, now, limit))
 	{
 		ereport(LOG,
-				(errmsg("zklock got no answer to its session handshake from ZooKeeper within %d ms; trying again",
-						limit)));
+				(errmsg("zklock got no answer to its session handshake from ZooKeeper within %d ms",
+						limit),
+				 errdetail("The worker drops the connection and tries again.")));
 		shutdown(fd, SHUT_RDWR);
 		pending_fd = -1;
 	}
@@ -549,7 +773,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	int			io = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (zk_zh == NULL && now >= reopen_at)
+	if (zk_zh == NULL && !auth_blocked && now >= reopen_at)
 		open_handle(NULL);
 
 	if (ending_old && (end_old_now || now >= end_old_deadline))
@@ -576,7 +800,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	{
 		rc = zookeeper_interest(zk_zh, &fd, &interest, &tv);
 		if (rc == ZINVALIDSTATE && lost_reason == NULL && !ending_old)
-			lost_reason = "the ZooKeeper handle became unusable";
+			lost_reason = "The ZooKeeper handle became unusable.";
 		else if (rc != ZOK)
 		{
 			/*
@@ -622,7 +846,8 @@ zk_session_wait(long timeout_ms, const char **why)
 	/* act on what the callbacks noted */
 	if (auth_rc != ZOK)
 	{
-		zk_set_last_error("ZooKeeper refused zklock.auth: %s", zerror(auth_rc));
+		zk_set_last_error("ZooKeeper refused the credentials of zklock.auth_file: %s",
+						  zerror(auth_rc));
 		auth_rc = ZOK;
 	}
 	if (state_changed)
@@ -632,6 +857,6 @@ zk_session_wait(long timeout_ms, const char **why)
 	else if (zk_zh && session_id != 0 && !ending_old &&
 			 TimestampDifferenceExceeds(confirmed_at, GetCurrentTimestamp(),
 										zoo_recv_timeout(zk_zh)))
-		session_restart("ZooKeeper did not confirm the session within its timeout");
+		session_restart("ZooKeeper did not confirm the session within its timeout.");
 	return take_events(why);
 }

@@ -172,7 +172,7 @@ acquire_all(FunctionCallInfo fcinfo, bool xact)
 	if (n == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zk_lock_acquire_all needs at least one lock name")));
+				 errmsg("zklock lock name array must not be empty")));
 	names = palloc(sizeof(char *) * n);
 	for (int i = 0; i < n; i++)
 	{

@@ -31,7 +31,7 @@ void		_PG_init(void);
 
 char	   *zklock_hosts = NULL;
 char	   *zklock_root = NULL;
-char	   *zklock_auth = NULL;
+char	   *zklock_auth_file = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 int			zklock_max_locks = 1024;
@@ -41,7 +41,6 @@ int			zklock_handoff_time = 50;
 int			zklock_retain_time = 0;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static emit_log_hook_type prev_emit_log_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility_hook = NULL;
 
@@ -59,21 +58,6 @@ zklock_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	zk_shmem_startup();
-}
-
-/*
- * On reload PostgreSQL logs every changed setting with its new value; for
- * zklock.auth that value is a password.  Keep the line, drop the value.
- */
-static void
-zklock_emit_log(ErrorData *edata)
-{
-	if (edata->message_id != NULL &&
-		strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0 &&
-		edata->message != NULL && strstr(edata->message, "\"zklock.auth\"") != NULL)
-		edata->message = pstrdup("parameter \"zklock.auth\" changed");
-	if (prev_emit_log_hook)
-		prev_emit_log_hook(edata);
 }
 
 /*
@@ -189,13 +173,15 @@ _PG_init(void)
 							   PGC_POSTMASTER,
 							   0,
 							   zk_check_root, NULL, NULL);
-	DefineCustomStringVariable("zklock.auth",
-							   "ZooKeeper digest credentials (user:password) of the worker.",
-							   "When set, zklock's nodes can be changed by this identity only; everyone may read them.",
-							   &zklock_auth,
+	DefineCustomStringVariable("zklock.auth_file",
+							   "File holding the worker's ZooKeeper digest credentials (user:password).",
+							   "When set, zklock's nodes can be changed by this identity only; everyone may read them. "
+							   "The file must be owned by the server's user with permissions 0600 or less; "
+							   "a relative path is relative to the data directory.",
+							   &zklock_auth_file,
 							   "",
 							   PGC_SIGHUP,
-							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 	DefineCustomIntVariable("zklock.session_timeout",
 							"ZooKeeper session timeout requested by the worker.",
@@ -249,8 +235,6 @@ _PG_init(void)
 
 	prev_process_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = zklock_process_utility;
-	prev_emit_log_hook = emit_log_hook;
-	emit_log_hook = zklock_emit_log;
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = zklock_shmem_request;

@@ -60,7 +60,7 @@
 /* settings (zklock.c) */
 extern char *zklock_hosts;
 extern char *zklock_root;
-extern char *zklock_auth;
+extern char *zklock_auth_file;
 extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern int	zklock_max_locks;

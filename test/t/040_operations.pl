@@ -1,8 +1,10 @@
 # 040_operations.pl
 #    What an operator sees and does: the zk_locks view of a holder and its
 #    waiter, zk_status() across a ZooKeeper restart (suspended, then the same
-#    session resumed), zklock.auth (ACLs other clients see, the secret kept
-#    out of logs, zk_status() and SHOW), moving an instance to another
+#    session resumed), zklock.auth_file (ACLs other clients see, the secret
+#    kept out of logs, zk_status() and SHOW; a changed file opens a new
+#    session; a file of the wrong mode or owner is refused and nothing is
+#    connected without its credentials), moving an instance to another
 #    ZooKeeper by reloading zklock.hosts, a hot standby taking part in the
 #    locking, and the privileges of the README.
 
@@ -529,18 +531,80 @@ note '4. reloading zklock.hosts moves the instance to another ZooKeeper';
 }
 
 # ===========================================================================
-note '3. zklock.auth';
+note '3. zklock.auth_file';
+
+# Write $content to $file with permissions $mode.
+sub write_file_mode
+{
+	my ($file, $content, $mode) = @_;
+	open(my $fh, '>', $file) or die "could not write $file: $!";
+	print $fh $content;
+	close($fh) or die "could not write $file: $!";
+	chmod($mode, $file) or die "could not chmod $file: $!";
+	return;
+}
+
+# Poll the server log of $node from byte $offset on until it matches $re;
+# returns the log from $offset (check it: on timeout it does not match).
+sub log_becomes
+{
+	my ($node, $offset, $re) = @_;
+	my $log = '';
+	poll_until(
+		sub {
+			$log = substr(slurp_file($node->logfile), $offset);
+			return $log =~ $re;
+		});
+	return $log;
+}
+
+# The ACLs of $path and its children as an unauthenticated client (the
+# digest of an identity shows as "user:x") and, with $auth, as that digest
+# identity (which sees the full digest), each [scheme, id, perms], sorted.
+sub acls_of
+{
+	my ($zk, $path, $auth) = @_;
+	my $json = ZkLockTest::zk_python(
+		$zk, q{
+		import json
+		c = zk
+		if args[2] != '':
+			c = KazooClient(hosts=args[1], auth_data=[('digest', args[2])])
+			c.start(timeout=30)
+		def acls(p):
+			return sorted([a.id.scheme, a.id.id, a.perms] for a in c.get_acls(p)[0])
+		print(json.dumps({'path': acls(args[0]),
+		                  'children': [acls(args[0] + '/' + n)
+		                               for n in c.get_children(args[0])]}))
+		if c is not zk:
+			c.stop()
+			c.close()
+	}, $path, $zk->connect, $auth // '');
+	return eval { decode_json($json) } // {};
+}
+
+# The lines of $log holding $value, for a diagnostic that shows no more.
+sub lines_with
+{
+	my ($log, $value) = @_;
+	return join("\n", grep { /\Q$value\E/ } split /\n/, $log);
+}
+
+my $want_acl_masked = [ [ 'digest', 'zkuser:x', 31 ], [ 'world', 'anyone', 1 ] ];
 
 {
 	my $secret = 'secret-pw-123';
 	my $zk_c = ZkLockTest::zk_start();
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $file = "$dir/zkauth";
+	write_file_mode($file, "zkuser:$secret \n", 0600);
 	my $node = ZkLockTest::pg_node(
 		'auth', $zk_c,
-		'zklock.auth'      => "zkuser:$secret",
+		'zklock.auth_file' => $file,
 		'log_min_messages' => 'debug1');
 	my $s = ZkLockTest::Session->new($node);
 	is($s->query_ok("SELECT zk_lock_acquire('guarded')"), 't',
-		'a lock is taken with zklock.auth set');
+		'a lock is taken with zklock.auth_file set');
 	my $lock_node = (ZkLockTest::zk_children($zk_c, '/zklock/guarded'))[0] // '';
 	like($lock_node, qr/^$NODE_RE$/, 'its node exists');
 
@@ -578,9 +642,6 @@ note '3. zklock.auth';
 	# ZooKeeper shows the digest's hash only to clients with ADMIN on the
 	# node; others see "user:x".  The exact hash is checked below with an
 	# authenticated client.
-	my $want_acl_masked =
-	  [ [ 'digest', 'zkuser:x', 31 ], [ 'world', 'anyone', 1 ] ];
-
 	is_deeply($r->{children}, [$lock_node],
 		'an unauthenticated client can list the lock\'s children');
 	ok($r->{get}, 'an unauthenticated client can read the lock node');
@@ -604,7 +665,7 @@ note '3. zklock.auth';
 	is($node->safe_psql('postgres', "SELECT zk_lock_try('guarded')"), 'f',
 		'and it still excludes other sessions');
 
-	# the identity of zklock.auth can
+	# the identity of the file can (its trailing blank is not part of it)
 	$json = ZkLockTest::zk_python(
 		$zk_c, q{
 		import json
@@ -627,57 +688,120 @@ note '3. zklock.auth';
 	my $digest = 'zkuser:' . encode_base64(sha1("zkuser:$secret"), '');
 	my $want_acl = [ [ 'digest', $digest, 31 ], [ 'world', 'anyone', 1 ] ];
 	is_deeply($r->{acl_lock}, $want_acl,
-		'seen as zkuser: the ACL names the digest of zklock.auth (ALL) and world:anyone (READ)'
+		'seen as zkuser: the ACL names the digest of the file\'s credentials (ALL) and world:anyone (READ)'
 	);
 	is_deeply($r->{acl_node}, $want_acl, '... on the lock node too');
 	is_deeply($r->{acl_root}, $want_acl, '... and on /zklock');
 	is($r->{delete}, 'ok', 'a client authenticated as zkuser can delete the node');
 	$s->query("SELECT zk_lock_release('guarded')");
 
-	# the secret stays hidden
-	is($node->safe_psql('postgres', "SELECT current_setting('zklock.auth') <> ''"),
-		't', 'zklock.auth is set (checked without showing it)');
+	# the secret stays hidden; the setting shows only the path
+	is($node->safe_psql('postgres', 'SHOW zklock.auth_file'),
+		$file, 'SHOW zklock.auth_file shows the path to a superuser');
 	my $st = $node->safe_psql('postgres', 'SELECT zk_status()::text');
 	unlike($st, qr/\Q$secret\E/, 'zk_status() does not show the secret');
 	like(status($node)->{state}, qr/^connected$/, 'the authenticated session is connected');
 	unlike($node->safe_psql('postgres', 'SELECT array_agg(l::text) FROM zk_locks l'),
 		qr/\Q$secret\E/, 'zk_locks does not show it');
+	my $all_settings = $node->safe_psql('postgres',
+		"SELECT string_agg(name || '=' || coalesce(setting, ''), E'\\n') FROM pg_settings");
+	like($all_settings, qr/^zklock\.auth_file=\Q$file\E$/m,
+		'pg_settings shows the path to a superuser');
+	unlike($all_settings, qr/\Q$secret\E/, '... and no row shows the secret');
+	is($node->safe_psql('postgres',
+			"SELECT count(*) FROM pg_settings WHERE name = 'zklock.auth'"),
+		'0', 'there is no setting zklock.auth any more');
 
 	$node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
-	my ($rc, $out, $err) = psql_as($node, 'plain', 'SHOW zklock.auth');
-	isnt($rc, 0, 'SHOW zklock.auth fails for a non-superuser');
+	my ($rc, $out, $err) = psql_as($node, 'plain', 'SHOW zklock.auth_file');
+	isnt($rc, 0, 'SHOW zklock.auth_file fails for a non-superuser');
 	is(sqlstate($err), '42501', '... with 42501');
-	unlike("$out$err", qr/\Q$secret\E/, '... without the secret');
 	($rc, $out, $err) = psql_as($node, 'plain',
-		"SELECT current_setting('zklock.auth')");
-	is(sqlstate($err), '42501', 'current_setting(\'zklock.auth\') fails likewise');
-	($rc, $out, $err) = psql_as($node, 'plain',
-		"SELECT count(*) FROM pg_settings WHERE name = 'zklock.auth'");
-	is($out, '0', 'pg_settings has no row for zklock.auth for a non-superuser');
-	# (the secret must not appear in SQL either: log_statement = all)
-	($rc, $out, $err) = psql_as($node, 'plain',
-		"SELECT string_agg(name || '=' || coalesce(setting, ''), E'\\n') FROM pg_settings");
-	like($out, qr/^zklock\.hosts=/m, 'a non-superuser reads pg_settings');
-	unlike($out, qr/\Q$secret\E/, '... and no row shows the secret');
+		"SELECT count(*) FROM pg_settings WHERE name = 'zklock.auth_file'");
+	is($out, '0', 'pg_settings has no row for zklock.auth_file for a non-superuser');
 
-	# a new secret by reload: the worker moves to the new identity, and the
-	# new value is not logged either
+	# a new secret in the same file, by reload: the worker moves to the new
+	# identity
 	my $secret2 = 'secret-pw-456';
 	my $before = status($node);
-	$node->append_conf('postgresql.conf', "zklock.auth = 'zkuser:$secret2'\n");
+	my $offset = -s $node->logfile;
+	write_file_mode($file, "zkuser:$secret2\n", 0600);
 	$node->reload;
 	my $after = status_becomes($node,
 		sub { $_[0]{state} eq 'connected' && $_[0]{session_losses} > $before->{session_losses} });
 	isnt($after->{session_id}, $before->{session_id},
-		'a changed zklock.auth opens a new session');
+		'changed credentials in the file open a new session');
+	like(substr(slurp_file($node->logfile), $offset),
+		qr/WARNING:  zklock lost ZooKeeper session 0x[0-9a-f]+\n.*DETAIL:  The credentials in zklock\.auth_file changed\./,
+		'... and the log says why');
 	# /zklock belongs to the old identity, so the new one may not create
 	# under it; if so, the error must say that it is not authorized.
 	my ($out2, $err2) = $s->query("SELECT zk_lock_acquire('guarded2', 5000)");
 	ok( ($out2 // '') eq 't'
-		  || $err2 =~ /not authenticated|not authorized|NoAuth|permission|zklock\.auth|ACL/i,
+		  || $err2 =~ /not authenticated|not authorized|NoAuth|permission|ACL/i,
 		'a lock under the new identity is taken, or refused naming the authorization problem'
 	) or diag "zk_lock_acquire('guarded2'): $err2";
 	unlike($err2, qr/\Q$secret\E|\Q$secret2\E/, 'that error shows no secret');
+	$s->query("SELECT zk_lock_release_all()");
+
+	# group or world access on reload: reported, and the session is kept
+	$before = status($node);
+	$offset = -s $node->logfile;
+	chmod(0640, $file) or die "chmod: $!";
+	$node->reload;
+	my $log = log_becomes($node, $offset, qr/zklock\.auth_file was not reloaded/);
+	like($log,
+		qr/LOG:  zklock credentials file "\Q$file\E" has group or world access\n.*DETAIL:  The file has permissions 0640; it must have permissions u=rw \(0600\) or less\.\n.*HINT:  Run "chmod 0600 \Q$file\E", then reload the configuration\./,
+		'a file with group access is refused on reload: the log names the mode and the chmod to run');
+	like($log, qr/zklock\.auth_file was not reloaded\n.*DETAIL:  The zklock worker keeps its current ZooKeeper session and credentials\./,
+		'... and says that the current session is kept');
+	$after = status($node);
+	is($after->{session_id}, $before->{session_id}, 'the session is kept');
+	is($after->{state}, 'connected', '... and connected');
+	like($after->{last_error} // '',
+		qr/^zklock credentials file "\Q$file\E" has group or world access \(permissions 0640\)$/,
+		'last_error of zk_status() says what is wrong with the file');
+
+	# a relative path is relative to the data directory; a changed path
+	# opens a new session.  The file holds the first credentials, and
+	# /zklock is removed first: it is a container, so once empty it may
+	# have been reaped and made again by the second identity, which the
+	# first could not create under.
+	ZkLockTest::zk_python(
+		$zk_c, q{
+		c = KazooClient(hosts=args[0],
+		                auth_data=[('digest', args[1]), ('digest', args[2])])
+		c.start(timeout=30)
+		for i in range(50):
+			try:
+				c.delete('/zklock', recursive=True)
+			except NoNodeError:
+				pass
+			if c.exists('/zklock') is None:
+				break
+		c.stop()
+		c.close()
+	}, $zk_c->connect, "zkuser:$secret", "zkuser:$secret2");
+	ok(!grep({ $_ eq 'zklock' } ZkLockTest::zk_children($zk_c, '/')),
+		'/zklock is gone');
+	$before = status($node);
+	$offset = -s $node->logfile;
+	write_file_mode($node->data_dir . '/zkauth.conf', "zkuser:$secret\n", 0400);
+	$node->append_conf('postgresql.conf', "zklock.auth_file = 'zkauth.conf'\n");
+	$node->reload;
+	$after = status_becomes($node,
+		sub { $_[0]{state} eq 'connected' && $_[0]{session_losses} > $before->{session_losses} });
+	isnt($after->{session_id}, $before->{session_id},
+		'a changed zklock.auth_file (a relative path, mode 0400) opens a new session');
+	like(substr(slurp_file($node->logfile), $offset),
+		qr/WARNING:  zklock lost ZooKeeper session 0x[0-9a-f]+\n.*DETAIL:  zklock\.auth_file changed\./,
+		'... and the log says why');
+	is($s->query_ok("SELECT zk_lock_acquire('guarded3', 10000)"), 't',
+		'a lock is taken with the credentials of the data directory\'s file');
+	$r = acls_of($zk_c, '/zklock/guarded3', "zkuser:$secret");
+	is_deeply([ $r->{path}, @{ $r->{children} // [] } ],
+		[ $want_acl, $want_acl ],
+		'it and its node have the ACL of the credentials of that file');
 	$s->query("SELECT zk_lock_release_all()");
 	$s->quit;
 	unlike(status($node)->{last_error} // '', qr/secret-pw/,
@@ -685,15 +809,111 @@ note '3. zklock.auth';
 
 	$node->stop;
 	# ok() rather than unlike(): a failure must not print the whole log
-	my $log = slurp_file($node->logfile);
-	for my $leak ([ $secret, 'the secret of the configuration' ],
-		[ $secret2, 'the secret set by reload' ])
+	$log = slurp_file($node->logfile);
+	for my $leak ([ $secret, 'the first secret' ],
+		[ $secret2, 'the secret changed by reload' ])
 	{
 		my ($value, $what) = @$leak;
 		ok($log !~ /\Q$value\E/, "the server log does not contain $what")
-		  or diag "leaked by: "
-		  . join("\n", grep { /\Q$value\E/ } split /\n/, $log);
+		  or diag "leaked by: " . lines_with($log, $value);
 	}
+}
+
+# ===========================================================================
+note '4. zklock.auth_file unusable: the worker does not connect';
+
+{
+	my $secret = 'secret-pw-789';
+	my $zk_d = ZkLockTest::zk_start();
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $file = "$dir/zkauth";
+	write_file_mode($file, "zkuser:$secret\n", 0644);
+	my $node = ZkLockTest::pg_node('authbad', $zk_d, 'zklock.auth_file' => $file);
+
+	my $st = status_becomes($node, sub { ($_[0]{last_error} // '') ne '' });
+	like($st->{last_error} // '',
+		qr/^zklock credentials file "\Q$file\E" has group or world access \(permissions 0644\)$/,
+		'a file readable by others at start: last_error says so');
+	is($st->{state}, 'connecting', '... the worker has no session');
+	is($st->{session_id}, undef, '... not even one without credentials');
+	my $log = log_becomes($node, 0, qr/zklock is not connecting to ZooKeeper/);
+	like($log,
+		qr/LOG:  zklock credentials file "\Q$file\E" has group or world access\n.*DETAIL:  The file has permissions 0644; it must have permissions u=rw \(0600\) or less\.\n.*HINT:  Run "chmod 0600 \Q$file\E", then reload the configuration\./,
+		'the log names the file, its mode and the chmod to run');
+	like($log,
+		qr/LOG:  zklock is not connecting to ZooKeeper\n.*DETAIL:  The file named by zklock.auth_file cannot be used\.\n.*HINT:  Fix the file, then reload the configuration\./,
+		'... and that the worker does not connect');
+
+	my $s = ZkLockTest::Session->new($node);
+	$s->query_ok('SET zklock.connect_timeout = 500');
+	my ($out, $err) = $s->query("SELECT zk_lock_acquire('open')");
+	is(sqlstate($err), '08001', 'a request fails with 08001');
+	like($err,
+		qr/DETAIL:  The zklock worker had no ZooKeeper session within zklock\.connect_timeout \(500 ms\); its last error was: zklock credentials file "\Q$file\E" has group or world access \(permissions 0644\)\./,
+		'... naming the problem with the file');
+	is_deeply([ ZkLockTest::zk_children($zk_d, '/') ], ['zookeeper'],
+		'nothing was created in ZooKeeper (no node with an open ACL)');
+
+	# a file of another user (on this system, a root-owned file we can
+	# read): refused for its owner, checked before the mode
+	my ($foreign) = grep { -f $_ && -r $_ && (stat $_)[4] != $> }
+	  ('/etc/hostname', '/etc/passwd');
+	SKIP:
+	{
+		skip 'no readable file of another user', 2 unless defined $foreign;
+		my $offset = -s $node->logfile;
+		$node->append_conf('postgresql.conf', "zklock.auth_file = '$foreign'\n");
+		$node->reload;
+		$log = log_becomes($node, $offset, qr/zklock is not connecting/);
+		my $uid = (stat $foreign)[4];
+		like($log,
+			qr/LOG:  zklock credentials file "\Q$foreign\E" must be owned by the database server's user\n.*DETAIL:  The file is owned by user ID $uid; the server runs as user ID $>\./,
+			'a file of another user is refused, naming both users');
+		like(status($node)->{last_error} // '',
+			qr/^zklock credentials file "\Q$foreign\E" is owned by user ID $uid, not by the server's user ID $>$/,
+			'... in last_error too');
+	}
+
+	# no such file
+	my $offset = -s $node->logfile;
+	$node->append_conf('postgresql.conf', "zklock.auth_file = '$dir/none'\n");
+	$node->reload;
+	$log = log_becomes($node, $offset, qr/zklock is not connecting/);
+	like($log, qr/LOG:  could not open zklock credentials file "\Q$dir\E\/none": No such file or directory/,
+		'a missing file is reported');
+
+	# not of the form user:password: reported without the content
+	write_file_mode("$dir/bad", "$secret\n", 0600);
+	$offset = -s $node->logfile;
+	$node->append_conf('postgresql.conf', "zklock.auth_file = '$dir/bad'\n");
+	$node->reload;
+	$log = log_becomes($node, $offset, qr/zklock is not connecting/);
+	like($log,
+		qr/LOG:  zklock credentials file "\Q$dir\E\/bad" is not of the form user:password\n.*DETAIL:  The file must hold one line: a user name, a colon and the password\./,
+		'a file without "user:" is refused');
+	is(status($node)->{state}, 'connecting', 'still no session');
+	is_deeply([ ZkLockTest::zk_children($zk_d, '/') ], ['zookeeper'],
+		'still nothing created in ZooKeeper');
+
+	# fixed, and reloaded: the worker connects with the credentials
+	chmod(0600, $file) or die "chmod: $!";
+	$node->append_conf('postgresql.conf', "zklock.auth_file = '$file'\n");
+	$node->reload;
+	$st = status_becomes($node, sub { $_[0]{state} eq 'connected' });
+	is($st->{state}, 'connected', 'after chmod 0600 and a reload the worker connects');
+	is($s->query_ok("SELECT zk_lock_acquire('open', 10000)"), 't',
+		'... and a lock is taken');
+	my $r = acls_of($zk_d, '/zklock/open');
+	is_deeply([ $r->{path}, @{ $r->{children} // [] } ],
+		[ $want_acl_masked, $want_acl_masked ],
+		'... with the ACL of the identity of the file');
+	$s->query("SELECT zk_lock_release_all()");
+	$s->quit;
+
+	$node->stop;
+	$log = slurp_file($node->logfile);
+	ok($log !~ /\Q$secret\E/, 'the server log does not contain the secret')
+	  or diag "leaked by: " . lines_with($log, $secret);
 }
 
 done_testing();
