@@ -20,6 +20,8 @@ OBJS = \
 	src/engine.o \
 	src/recipes/lock.o \
 	src/recipes/semaphore.o \
+	src/recipes/leader.o \
+	src/recipes/inspect.o \
 	src/naming.o \
 	src/nodename.o \
 	src/monitor.o
