@@ -22,6 +22,7 @@ OBJS = \
 	src/recipes/semaphore.o \
 	src/recipes/leader.o \
 	src/recipes/inspect.o \
+	src/leaders.o \
 	src/naming.o \
 	src/nodename.o \
 	src/monitor.o
