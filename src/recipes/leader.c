@@ -431,7 +431,7 @@ zk_leader_reload(void)
 	List	   *names;
 	ListCell   *lc;
 
-	if (!SplitIdentifierString(raw, ',', &names))
+	if (!SplitGUCList(raw, ',', &names))
 	{
 		/* the check hook let it pass, so this cannot happen */
 		elog(LOG, "zklock: could not parse zklock.leader_groups");

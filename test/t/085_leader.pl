@@ -34,10 +34,10 @@ my $GROUP = '/zklock/cron';
 
 my $zk = ZkLockTest::zk_start();
 my $pa = ZkLockTest::pg_node('lead_a', $zk,
-	'zklock.leader_groups' => 'cron', cluster_name => 'lead_a',
+	'zklock.leader_groups' => 'cron, Nightly/Report', cluster_name => 'lead_a',
 	restart_after_crash => 'on');
 my $pb = ZkLockTest::pg_node('lead_b', $zk,
-	'zklock.leader_groups' => 'cron', cluster_name => 'lead_b',
+	'zklock.leader_groups' => 'cron, Nightly/Report', cluster_name => 'lead_b',
 	restart_after_crash => 'on');
 my %name_of = ($pa => 'lead_a', $pb => 'lead_b');
 my %running = ($pa => 1, $pb => 1);
@@ -162,7 +162,7 @@ is(leaders_view($f)->{cron}{id}, $data0, 'the follower names the same leader');
 ok( poll_until(
 		sub { $l->log_contains(qr/zklock: this instance now leads group "cron"/) }),
 	'the leader logged that it leads');
-is(q1($l, "SELECT since IS NOT NULL AND since <= now() FROM zk_leaders"),
+is(q1($l, "SELECT since IS NOT NULL AND since <= now() FROM zk_leaders WHERE group_name = 'cron'"),
 	't', 'zk_leaders.since is set');
 
 # zk_leader_info on both, for a group each takes part in
@@ -187,7 +187,14 @@ is(q1($pa, 'SELECT zk_is_leader(NULL) IS NULL'), 't', 'zk_is_leader(NULL) is NUL
 }
 is(q1($pa, "SELECT group_name, leader_id IS NULL, leader_znode IS NULL, since IS NULL, is_us FROM zk_leader_info('nosuch')"),
 	'nosuch|t|t|t|f', 'zk_leader_info of a group without participants');
-is(q1($pa, "SELECT count(*) FROM zk_leaders"), '1', 'zk_leaders: one row per group');
+is(q1($pa, "SELECT string_agg(group_name, ',' ORDER BY group_name) FROM zk_leaders"),
+	'Nightly/Report,cron', 'zk_leaders: one row per group, names as written in the setting');
+ok( poll_until(
+		sub {
+			1 == grep { is_leader($_, 'Nightly/Report') } ($pa, $pb);
+		}),
+	'exactly one instance leads group Nightly/Report');
+is(q1($pa, "SELECT zk_is_leader('nightly/report')"), 'f', 'group names are case-sensitive');
 
 # ---------------------------------------------------------------------------
 note 'the leader stops cleanly: leadership moves at once';
