@@ -195,6 +195,7 @@ extern const ZkDriver zk_list_driver;
 extern void zk_leader_init(void);
 extern void zk_leader_reload(void);
 extern void zk_leader_run(void);
+extern void zk_leader_exit(void);
 extern void zk_leader_list_step(ZkPart *p, const ZkResult *r);
 
 /* a part of the instance itself, serving no entry (the leader latch) */

@@ -27,8 +27,9 @@
  *
  * Both are instance parts: when the session is lost the engine keeps them
  * and they start over in the next session (reset() hears of it and the
- * instance stops leading at once); a part that fails is dropped and made
- * again a second later.  On reload, groups added to zklock.leader_groups
+ * instance stops leading at once); a part that fails (ZooKeeper refused
+ * its node, say) is dropped and made again after 1, 2, 4, ... seconds, at
+ * most a minute.  On reload, groups added to zklock.leader_groups
  * are joined and groups removed are left (our node is deleted).
  *
  * What backends see (zk_shared->groups, one ZkGroup per group) is written
@@ -54,8 +55,9 @@
 #define T_FIND_LIST		1
 #define T_FIND_GET		2
 
-/* A failed part is made again after this long. */
+/* A failed part is made again after 1 s, 2 s, 4 s, ... at most a minute. */
 #define RETRY_MS		1000
+#define RETRY_MAX_MS	60000
 
 /* The worker's own view of a group (slot i is zk_shared->groups[i]). */
 typedef struct LeaderGroup
@@ -64,6 +66,7 @@ typedef struct LeaderGroup
 	ZkPart	   *latch;			/* our place in the election, or NULL */
 	ZkPart	   *observer;		/* finds the leader, or NULL */
 	TimestampTz retry_at;		/* make a missing part again then */
+	int			failures;		/* in a row, for the retry's delay */
 	bool		leading;		/* the latch part holds */
 	int64		session_id;		/* ... in this session */
 	TimestampTz since;			/* leading since / leader known since */
@@ -128,6 +131,17 @@ set_leader(LeaderGroup *g, const char *node, const char *data)
 		strlcpy(g->leader_data, data, sizeof(g->leader_data));
 }
 
+/* A part of the group failed: make it again later, later each time. */
+static void
+retry_later(LeaderGroup *g)
+{
+	int			shift = Min(g->failures, 6);
+
+	g->failures++;
+	g->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											  Min(RETRY_MS << shift, RETRY_MAX_MS));
+}
+
 /* The instance stops leading (if it did): say so and why. */
 static void
 stop_leading(LeaderGroup *g, const char *why)
@@ -163,6 +177,7 @@ latch_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 	if (strcmp(g->leader_node, nodes[0].name) != 0 && g->observer)
 		zk_part_look_again(g->observer);
 
+	g->failures = 0;			/* the election works */
 	if (self != 0)
 		return self - 1;
 
@@ -196,9 +211,9 @@ latch_reset(ZkPart *p, const char *why, bool failed)
 				(errmsg("zklock could not take part in the election of leader group \"%s\"",
 						g->name),
 				 errdetail_internal("%s", why),
-				 errhint("It tries again in a second.")));
+				 errhint("It tries again later.")));
 		g->latch = NULL;
-		g->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RETRY_MS);
+		retry_later(g);
 	}
 	publish(p->group);
 }
@@ -347,9 +362,9 @@ observer_reset(ZkPart *p, const char *why, bool failed)
 		ereport(WARNING,
 				(errmsg("zklock could not follow the leader of group \"%s\"", g->name),
 				 errdetail_internal("%s", why),
-				 errhint("It tries again in a second.")));
+				 errhint("It tries again later.")));
 		g->observer = NULL;
-		g->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RETRY_MS);
+		retry_later(g);
 	}
 	publish(p->group);
 }
@@ -479,6 +494,19 @@ zk_leader_init(void)
 	for (int i = 0; i < ZK_MAX_GROUPS; i++)
 		publish(i);
 	zk_leader_reload();
+}
+
+/* The worker exits: its session, and every leadership, ends with it. */
+void
+zk_leader_exit(void)
+{
+	for (int i = 0; i < ZK_MAX_GROUPS; i++)
+	{
+		if (groups[i].name == NULL || !groups[i].leading)
+			continue;
+		stop_leading(&groups[i], "The zklock worker is exiting; its ZooKeeper session ends.");
+		publish(i);
+	}
 }
 
 /* Every turn: make again the parts that failed, once their time came. */

@@ -206,6 +206,10 @@ ok(poll_until(sub { is_leader($f) }, timeout => 30), 'the other instance leads')
 my $moved = time - $t0;
 cmp_ok($moved, '<', 4, 'within less than the session timeout (4 s)');
 note sprintf('leadership moved %.2f s after the clean stop began', $moved);
+ok( $l->log_contains(
+		qr/zklock: this instance no longer leads group "cron"\n[^\n]*DETAIL:  The zklock worker is exiting/
+	),
+	'the stopped leader logged that it no longer leads');
 ok(poll_until(sub { $f->log_contains(qr/zklock: this instance now leads group "cron"/) }),
 	'the new leader logged it');
 
@@ -323,5 +327,43 @@ $l = single_leader();
 ok($l, 'one instance leads after Curator left');
 is(latch_count(), 2, 'two latch nodes left');
 $curator->quit;
+
+# ---------------------------------------------------------------------------
+note 'a group whose node ZooKeeper refuses: retried, never led, then joined';
+
+ZkLockTest::zk_python(
+	$zk, q{
+from kazoo.security import make_digest_acl, make_acl
+zk.add_auth('digest', 'other:secret')
+zk.create('/zklock/refused',
+          acl=[make_digest_acl('other', 'secret', all=True),
+               make_acl('world', 'anyone', read=True)])
+});
+set_groups($pa, 'cron, refused');
+ok( poll_until(
+		sub {
+			$pa->log_contains(
+				qr/could not take part in the election of leader group "refused"/);
+		}),
+	'the refused create is reported');
+ok( poll_until(
+		sub {
+			my @w = slurp_file($pa->logfile) =~
+			  /could not take part in the election of leader group "refused"/g;
+			return @w >= 2;
+		},
+		timeout => 30),
+	'and tried again');
+is(q1($pa, "SELECT zk_is_leader('refused')"), 'f', 'the instance does not lead it');
+is(q1($pa, "SELECT leader_id IS NULL FROM zk_leaders WHERE group_name = 'refused'"),
+	't', 'zk_leaders: no leader');
+ok(single_leader(), 'group cron is unaffected');
+ZkLockTest::zk_python(
+	$zk, q{
+zk.add_auth('digest', 'other:secret')
+zk.delete('/zklock/refused')
+});
+ok(poll_until(sub { is_leader($pa, 'refused') }, timeout => 90),
+	'once the refusing node is gone, the instance joins and leads');
 
 done_testing();
