@@ -270,6 +270,26 @@ is($l2 // '', $f, 'after resuming, the paused instance follows');
 ($l, $f) = ($f, $l);
 
 # ---------------------------------------------------------------------------
+note 'another client deletes the leader\'s node';
+
+my ($lowest) = latch_nodes();
+ZkLockTest::zk_python($zk, 'zk.delete(args[0])', "$GROUP/$lowest");
+ok(poll_until(sub { is_leader($f) }, timeout => 30), 'the next instance leads');
+ok(poll_until(sub { !is_leader($l) }, timeout => 30),
+	'the instance whose node was deleted no longer says it leads');
+ok( poll_until(
+		sub {
+			$l->log_contains(
+				qr/no longer leads group "cron"\n[^\n]*DETAIL:  Its node was deleted by another ZooKeeper client/
+			);
+		}),
+	'and logs why');
+$l2 = single_leader();
+is($l2 // '', $f, 'it takes part again, as a follower');
+is(latch_count(), 2, 'with a new node');
+($l, $f) = ($f, $l);
+
+# ---------------------------------------------------------------------------
 note 'a reload removes the group from the leader';
 
 my $lnode = leaders_view($l)->{cron}{znode};
