@@ -91,6 +91,20 @@ zk_is_leader(PG_FUNCTION_ARGS)
 #define LEADER_COLS 5
 
 /*
+ * A leader's id as text: the node's data is whatever its creator wrote
+ * (UTF-8 from zklock and Curator, cut at ZK_DATA_SHOWN bytes); shown up to
+ * where it stops being valid UTF-8, in the database's encoding.
+ */
+static Datum
+id_datum(const char *data)
+{
+	int			len = pg_encoding_verifymbstr(PG_UTF8, data, strlen(data));
+	char	   *copy = pnstrdup(data, len);
+
+	return CStringGetTextDatum(pg_any_to_server(copy, len, PG_UTF8));
+}
+
+/*
  * A row (group_name, leader_id, leader_znode, since, is_us) from a
  * published group; from a listing's row instead (node, data,
  * participants) when the instance does not take part in the group.
@@ -110,7 +124,7 @@ leader_row(Datum *values, bool *nulls, const char *name, const ZkGroup *g,
 		int			len = zk_path(path, sizeof(path), name, "");
 
 		snprintf(path + len, sizeof(path) - len, "/%s", node);
-		values[1] = CStringGetTextDatum(data ? data : "");
+		values[1] = id_datum(data ? data : "");
 		values[2] = CStringGetTextDatum(path);
 	}
 	else

@@ -185,7 +185,7 @@ latch_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 		char	   *data = zk_node_data(p);
 
 		g->leading = true;
-		g->session_id = zk_session();
+		g->session_id = p->session_id;	/* the session its node belongs to */
 		set_leader(g, p->node, data);
 		pfree(data);
 	}

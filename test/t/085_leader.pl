@@ -187,6 +187,19 @@ is(q1($pa, 'SELECT zk_is_leader(NULL) IS NULL'), 't', 'zk_is_leader(NULL) is NUL
 }
 is(q1($pa, "SELECT group_name, leader_id IS NULL, leader_znode IS NULL, since IS NULL, is_us FROM zk_leader_info('nosuch')"),
 	'nosuch|t|t|t|f', 'zk_leader_info of a group without participants');
+# a participant whose data is not valid UTF-8 (any client may write anything)
+ZkLockTest::zk_python(
+	$zk, q{
+zk.create('/zklock/binary/_c_00000000-0000-4000-8000-000000000000-latch-',
+          b'id-\xff\xfe', sequence=True, makepath=True)
+});
+is(q1($pa, "SELECT leader_id, leader_znode LIKE '/zklock/binary/_c_%-latch-0000000000' FROM zk_leader_info('binary')"),
+	'id-|t', 'a leader id is shown up to where it stops being UTF-8');
+ZkLockTest::zk_python($zk, q{
+for c in zk.get_children('/zklock/binary'):
+    zk.delete('/zklock/binary/' + c)
+zk.delete('/zklock/binary')
+});
 is(q1($pa, "SELECT string_agg(group_name, ',' ORDER BY group_name) FROM zk_leaders"),
 	'Nightly/Report,cron', 'zk_leaders: one row per group, names as written in the setting');
 ok( poll_until(
