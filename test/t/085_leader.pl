@@ -4,10 +4,11 @@
 #    part in a Curator LeaderLatch election on /zklock/cron.  Exactly one
 #    leads; leadership moves when the leader stops cleanly, when its worker
 #    is killed (crash restart), when its worker is paused (session expiry,
-#    and the paused one stops saying true before the other starts) and when
-#    a reload removes the group; a real Curator LeaderLatch on the same path
-#    sees the same single leader, and when Curator leads no instance says
-#    true.
+#    and the paused one stops saying true before the other starts), when
+#    another client deletes its node and when a reload removes the group; a
+#    real Curator LeaderLatch on the same path sees the same single leader,
+#    and when Curator leads no instance says true.  A group whose node
+#    ZooKeeper refuses is retried; a hot standby takes part too.
 #
 #    "Stable" is established positively, never by sleeping: exactly one
 #    instance says true, and every running instance's zk_leaders names the
@@ -35,7 +36,7 @@ my $GROUP = '/zklock/cron';
 my $zk = ZkLockTest::zk_start();
 my $pa = ZkLockTest::pg_node('lead_a', $zk,
 	'zklock.leader_groups' => 'cron, Nightly/Report', cluster_name => 'lead_a',
-	restart_after_crash => 'on');
+	restart_after_crash => 'on', wal_level => 'replica', max_wal_senders => 4);
 my $pb = ZkLockTest::pg_node('lead_b', $zk,
 	'zklock.leader_groups' => 'cron, Nightly/Report', cluster_name => 'lead_b',
 	restart_after_crash => 'on');
@@ -398,5 +399,26 @@ zk.delete('/zklock/refused')
 });
 ok(poll_until(sub { is_leader($pa, 'refused') }, timeout => 90),
 	'once the refusing node is gone, the instance joins and leads');
+
+# ---------------------------------------------------------------------------
+note 'a hot standby takes part too';
+
+$pa->backup('for_standby');
+my $st = PostgreSQL::Test::Cluster->new('lead_standby');
+$st->init_from_backup($pa, 'for_standby', has_streaming => 1);
+$st->append_conf('postgresql.conf',
+	"cluster_name = 'lead_standby'\nzklock.leader_groups = 'cron'\n");
+$st->start;
+is($st->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'it is a standby');
+ok(poll_until(sub { latch_count() == 3 }), 'the standby has its latch node');
+ok(poll_until(sub { (leaders_view($st)->{cron}{znode} // '') eq "$GROUP/" . (latch_nodes())[0] }),
+	'and sees the leader');
+is(q1($st, "SELECT zk_is_leader('cron')"), 'f', 'it follows');
+ok(single_leader(), 'the primaries still have exactly one leader');
+set_groups($_, '') foreach ($pa, $pb);
+ok(poll_until(sub { is_leader($st) }, timeout => 30),
+	'once the primaries leave, the standby leads');
+ok(!is_leader($pa) && !is_leader($pb), 'alone');
+$st->stop('fast');
 
 done_testing();
