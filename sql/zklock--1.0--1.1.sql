@@ -37,3 +37,38 @@
 ----------------------------------------------------------------------------
 -- Added in 1.1 (the same blocks as at the end of zklock--1.1.sql).
 ----------------------------------------------------------------------------
+
+----------------------------------------------------------------------------
+-- Instance leadership: the worker takes part in an Apache Curator
+-- LeaderLatch election on <zklock.root>/<group> for each group of
+-- zklock.leader_groups.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_is_leader(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION zk_is_leader(text) IS
+'whether this instance leads the zklock leader group now; false for a group not in zklock.leader_groups';
+REVOKE ALL ON FUNCTION @extschema@.zk_is_leader(text) FROM PUBLIC;
+
+CREATE FUNCTION zk_leaders_internal(
+    OUT group_name text, OUT leader_id text, OUT leader_znode text,
+    OUT since timestamptz, OUT is_us boolean)
+RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_leaders_internal() IS
+'rows of the zk_leaders view';
+REVOKE ALL ON FUNCTION @extschema@.zk_leaders_internal() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_leaders_internal() TO pg_monitor;
+
+CREATE VIEW zk_leaders AS SELECT * FROM @extschema@.zk_leaders_internal();
+COMMENT ON VIEW zk_leaders IS
+'the leader groups this instance takes part in (zklock.leader_groups), and who leads each';
+REVOKE ALL ON @extschema@.zk_leaders FROM PUBLIC;
+GRANT SELECT ON @extschema@.zk_leaders TO pg_monitor;
+
+CREATE FUNCTION zk_leader_info(name text,
+    OUT group_name text, OUT leader_id text, OUT leader_znode text,
+    OUT since timestamptz, OUT is_us boolean)
+RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_leader_info(text) IS
+'who leads a zklock leader group, also one this instance does not take part in';
+REVOKE ALL ON FUNCTION @extschema@.zk_leader_info(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_leader_info(text) TO pg_monitor;

@@ -188,6 +188,8 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_WRITE] = &zk_write_driver,
 	[ZK_KIND_SEMAPHORE] = &zk_semaphore_driver,
 	[ZK_KIND_SEMAPHORE_ENTRY] = &zk_semaphore_entry_driver,
+	[ZK_KIND_LATCH] = &zk_latch_driver,
+	[ZK_KIND_LIST] = &zk_list_driver,
 };
 
 static void advance(ZkPart *p);
@@ -203,6 +205,7 @@ zk_driver_suffix(ZkKind kind)
 }
 
 static void seq_evaluate(ZkPart *p, const ZkResult *r);
+static void restart_instance_part(ZkPart *p, const char *why);
 static void cohort_update(ZkPart *p);
 static void unwatch(ZkPart *p);
 static void free_part(ZkPart *p);
@@ -884,6 +887,8 @@ zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
 		else
 			zk_set_outcome(id, ZKE_FAILED, sqlerrcode, "%s", msg);
 	}
+	if (p->group >= 0 && p->driver->reset)
+		p->driver->reset(p, msg, true);
 	zk_part_drop(p);
 }
 
@@ -959,6 +964,58 @@ new_part(const ZkDriver *d, const char *name)
 	dlist_push_tail(&parts, &p->link);
 	nparts++;
 	return p;
+}
+
+/*
+ * A part of the instance itself (group >= 0: the leader latch), serving no
+ * entry.  It lives until the driver drops it: on session loss it starts
+ * over in the next session (see zk_engine_session_lost), and its driver's
+ * reset() hears of it.
+ */
+ZkPart *
+zk_instance_part(const ZkDriver *d, const char *name, int group)
+{
+	ZkPart	   *p = new_part(d, name);
+
+	p->group = group;
+	p->need_eval = true;
+	advance(p);
+	return p;
+}
+
+/*
+ * Have a part look again at its parent (list and decide, or its driver's
+ * step), as if a watch had fired: another part learned that something
+ * changed.
+ */
+void
+zk_part_look_again(ZkPart *p)
+{
+	if (p->dead || p->dropping)
+		return;
+	p->need_eval = true;
+	advance(p);
+}
+
+/*
+ * An instance part lost its node (and what it held) while its session
+ * lives on: forget the node and start over with a fresh one.
+ */
+static void
+restart_instance_part(ZkPart *p, const char *why)
+{
+	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
+		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	p->phase = NODE_NONE;
+	p->gen++;
+	p->inflight = 0;
+	p->holds = false;
+	p->evaluated = false;
+	p->need_eval = true;
+	p->node[0] = '\0';
+	unwatch(p);
+	if (p->driver->reset)
+		p->driver->reset(p, why, false);
 }
 
 static ZkOpen *
@@ -1102,6 +1159,11 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	if (self < 0)
 	{
 		/* our node is gone although our session is not */
+		if (p->group >= 0)
+		{
+			restart_instance_part(p, "Its node was deleted by another ZooKeeper client.");
+			return;
+		}
 		p->phase = NODE_NONE;
 		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 		zk_part_fail(p, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -1119,7 +1181,8 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 				p->contended_since = GetCurrentTimestamp();
 				p->local_grants = 0;
 			}
-		cohort_update(p);
+		if (p->group < 0)
+			cohort_update(p);
 		return;
 	}
 
@@ -1811,6 +1874,7 @@ zk_engine_run(void)
 	}
 	expire_retained();
 	reconcile();
+	zk_leader_run();
 }
 
 /* How long the worker may sleep before the engine needs to run (ms). */
@@ -1918,6 +1982,17 @@ zk_engine_session_lost(const char *why)
 			pfree(p->watch_path);
 			p->watch_path = NULL;
 		}
+		if (p->group >= 0 && !p->dropping && !p->dead)
+		{
+			/* an instance part: starts over once connected again */
+			p->holds = false;
+			p->evaluated = false;
+			p->need_eval = true;
+			p->node[0] = '\0';
+			if (p->driver->reset)
+				p->driver->reset(p, why, false);
+			continue;
+		}
 		free_part(p);
 	}
 
@@ -1948,6 +2023,7 @@ zk_engine_session_lost(const char *why)
 void
 zk_engine_reload(void)
 {
+	zk_leader_reload();
 }
 
 /*
@@ -1982,6 +2058,7 @@ zk_engine_init(void)
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	reconciler = new_part(&reconciler_driver, "");
+	zk_leader_init();
 
 	pg_atomic_write_u32(&zk_shared->n_nodes, 0);
 	pg_atomic_write_u32(&zk_shared->n_watches, 0);

@@ -172,6 +172,14 @@ struct ZkDriver
 	 * recipes also (re)starts (r NULL) */
 	void		(*step) (ZkPart *p, const ZkResult *r);
 	void		(*ask) (ZkPart *p, int id, ZkAsk ask);
+
+	/*
+	 * Instance parts (group >= 0): the part lost its node and whatever it
+	 * held (its session ended, or its node was deleted by someone else)
+	 * and starts over; or, with failed set, it failed and is dropped: the
+	 * driver must forget it.
+	 */
+	void		(*reset) (ZkPart *p, const char *why, bool failed);
 };
 
 /* the drivers (src/recipes/) */
@@ -180,6 +188,18 @@ extern const ZkDriver zk_read_driver;
 extern const ZkDriver zk_write_driver;
 extern const ZkDriver zk_semaphore_driver;
 extern const ZkDriver zk_semaphore_entry_driver;
+extern const ZkDriver zk_latch_driver;
+extern const ZkDriver zk_list_driver;
+
+/* the leader latch (recipes/leader.c): the instance's groups */
+extern void zk_leader_init(void);
+extern void zk_leader_reload(void);
+extern void zk_leader_run(void);
+extern void zk_leader_exit(void);
+extern void zk_leader_list_step(ZkPart *p, const ZkResult *r);
+
+/* a part of the instance itself, serving no entry (the leader latch) */
+extern ZkPart *zk_instance_part(const ZkDriver *d, const char *name, int group);
 
 /* calls: the answer comes to the driver's step() with the tag */
 extern void zk_call_create(ZkPart *p, int tag, const char *path,
@@ -206,6 +226,7 @@ extern void zk_part_wait_on(ZkPart *p, const char *node);
 extern void zk_part_node_created(ZkPart *p, const char *path,
 								 const struct Stat *stat);
 extern void zk_part_drop(ZkPart *p);
+extern void zk_part_look_again(ZkPart *p);
 
 /* helpers */
 extern bool zk_connected(void);

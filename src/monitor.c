@@ -27,6 +27,7 @@ static const char *const kind_labels[ZK_NUM_KINDS] = {
 	[ZK_KIND_WRITE] = "write",
 	[ZK_KIND_SEMAPHORE] = "semaphore",
 	[ZK_KIND_SEMAPHORE_ENTRY] = "semaphore entry",
+	[ZK_KIND_LIST] = "listing",
 };
 
 #define ZK_LOCKS_COLS 11
@@ -55,7 +56,7 @@ put_lock_row(ReturnSetInfo *rsinfo, ZkEntry *e, const char *scope, int count)
 	else
 		nulls[1] = true;
 	values[2] = CStringGetTextDatum(e->name);
-	values[3] = CStringGetTextDatum(kind_labels[e->kind]);
+	values[3] = CStringGetTextDatum(kind_labels[e->kind] ? kind_labels[e->kind] : "?");
 	if (scope)
 	{
 		values[4] = CStringGetTextDatum(scope);

@@ -182,7 +182,10 @@ zk_check_root(char **newval, void **extra, GucSource source)
 
 /*
  * GUC check hook for zklock.leader_groups: a comma-separated list of at most
- * ZK_MAX_GROUPS distinct names that follow the name rules.
+ * ZK_MAX_GROUPS distinct names that follow the name rules.  Names are taken
+ * as written (SplitGUCList: blanks around them dropped, no case folding, no
+ * truncation; double quotes for a name with a comma), so that
+ * zk_is_leader('Jobs') finds group Jobs.  recipes/leader.c splits alike.
  */
 bool
 zk_check_groups(char **newval, void **extra, GucSource source)
@@ -192,7 +195,7 @@ zk_check_groups(char **newval, void **extra, GucSource source)
 	ListCell   *lc;
 	int			code;
 
-	if (!SplitIdentifierString(raw, ',', &groups))
+	if (!SplitGUCList(raw, ',', &groups))
 	{
 		GUC_check_errdetail("zklock.leader_groups must be a comma-separated list of names.");
 		return false;

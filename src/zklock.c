@@ -39,6 +39,7 @@ bool		zklock_local_handoff = false;
 int			zklock_handoff_limit = 16;
 int			zklock_handoff_time = 50;
 int			zklock_retain_time = 0;
+char	   *zklock_leader_groups = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -231,6 +232,14 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomStringVariable("zklock.leader_groups",
+							   "Leader groups the instance takes part in (comma-separated names).",
+							   "The worker joins a Curator LeaderLatch election on <zklock.root>/<group> for each; zk_is_leader(group) says whether the instance leads.",
+							   &zklock_leader_groups,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   zk_check_groups, NULL, NULL);
 	MarkGUCPrefixReserved("zklock");
 
 	prev_process_utility_hook = ProcessUtility_hook;

@@ -68,6 +68,7 @@ extern bool zklock_local_handoff;
 extern int	zklock_handoff_limit;
 extern int	zklock_handoff_time;
 extern int	zklock_retain_time;
+extern char *zklock_leader_groups;
 
 /*
  * What a backend can ask for.  Each kind is one driver of the engine

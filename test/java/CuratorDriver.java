@@ -1,7 +1,8 @@
 /*
  * CuratorDriver.java
  *    A peer for zklock's interoperability test (test/t/050_interop.pl):
- *    Apache Curator's lock recipes, driven line by line on standard input.
+ *    Apache Curator's lock recipes and LeaderLatch, driven line by line
+ *    on standard input.
  *
  * Usage: java -cp <curator and zookeeper jars>:<dir> CuratorDriver CONNECT
  *
@@ -21,6 +22,14 @@
  *   TAG write-release
  *   TAG sem-acquire PATH MAX TIMEOUT_MS   InterProcessSemaphoreV2(PATH, MAX)
  *   TAG sem-release                       return the tag's lease
+ *   TAG latch-start PATH ID               LeaderLatch(PATH, ID).start(): join
+ *                                         the election (ID: the node's data)
+ *   TAG latch-await TIMEOUT_MS            ok once the tag's latch leads
+ *   TAG latch-leader                      "ok LEADS ID": whether the tag's
+ *                                         latch leads (true/false) and the
+ *                                         current leader's id (getLeader(),
+ *                                         the leader node's data; "" if none)
+ *   TAG latch-close                       leave the election
  *   quit                                  close the session and exit
  *
  * End of input counts as quit.  Answers "TAG error ..." for a release
@@ -38,6 +47,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -56,6 +66,8 @@ public class CuratorDriver
 	private static final Map<String, InterProcessLock> locks =
 		new java.util.concurrent.ConcurrentHashMap<>();
 	private static final Map<String, Lease> leases =
+		new java.util.concurrent.ConcurrentHashMap<>();
+	private static final Map<String, LeaderLatch> latches =
 		new java.util.concurrent.ConcurrentHashMap<>();
 
 	private static synchronized void answer(String line)
@@ -128,6 +140,43 @@ public class CuratorDriver
 				lease.close();
 				return "ok";
 			}
+			case "latch-start":
+			{
+				if (latches.containsKey(tag))
+					return "error latch already started";
+				LeaderLatch l = new LeaderLatch(client, w[2], w[3]);
+				l.start();
+				latches.put(tag, l);
+				return "ok";
+			}
+			case "latch-await":
+			{
+				LeaderLatch l = latches.get(tag);
+				if (l == null)
+					return "error no latch";
+				long ms = Long.parseLong(w[2]);
+				if (ms < 0)
+				{
+					l.await();
+					return "ok";
+				}
+				return l.await(ms, TimeUnit.MILLISECONDS) ? "ok" : "timeout";
+			}
+			case "latch-leader":
+			{
+				LeaderLatch l = latches.get(tag);
+				if (l == null)
+					return "error no latch";
+				return "ok " + l.hasLeadership() + " " + l.getLeader().getId();
+			}
+			case "latch-close":
+			{
+				LeaderLatch l = latches.remove(tag);
+				if (l == null)
+					return "error no latch";
+				l.close();
+				return "ok";
+			}
 			default:
 				return "error unknown command " + w[1];
 		}
@@ -181,6 +230,8 @@ public class CuratorDriver
 		}
 
 		/* whatever is still held goes with the session */
+		for (LeaderLatch l : latches.values())
+			l.close();
 		for (ExecutorService t : threads.values())
 			t.shutdownNow();
 		client.close();

@@ -1,0 +1,116 @@
+# 086_leader_cron.pl
+#    The real pg_cron (Debian postgresql-15-cron) on two instances sharing
+#    one ZooKeeper, both in leader group cron: a job guarded by
+#    WHERE zk_is_leader('cron') runs on exactly one instance; when that
+#    instance stops, the job runs on the other.
+#
+#    pg_cron 1.4 schedules by the minute.  The job is scheduled every
+#    minute on both instances and one real firing on both is awaited (at
+#    most about a minute); the rest calls the job's command, as pg_cron
+#    stores it, directly.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use ZkLockTest;
+use ZkLockTest::Session qw(poll_until);
+
+my $sharedir = `pg_config --sharedir`;
+chomp $sharedir;
+plan skip_all => 'pg_cron is not installed (Debian package postgresql-15-cron)'
+  unless -f "$sharedir/extension/pg_cron.control";
+
+my $zk = ZkLockTest::zk_start();
+my @conf = (
+	shared_preload_libraries => 'zklock,pg_cron',
+	'zklock.leader_groups' => 'cron',
+	'cron.database_name' => 'postgres',
+	'cron.use_background_workers' => 'on');
+my $pa = ZkLockTest::pg_node('cron_a', $zk, @conf, cluster_name => 'cron_a');
+my $pb = ZkLockTest::pg_node('cron_b', $zk, @conf, cluster_name => 'cron_b');
+
+my $JOB = q{INSERT INTO runs(instance) SELECT current_setting('cluster_name') WHERE zk_is_leader('cron')};
+
+foreach my $n ($pa, $pb)
+{
+	$n->safe_psql('postgres', q{
+		CREATE EXTENSION pg_cron;
+		CREATE TABLE runs (instance text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+	});
+	$n->safe_psql('postgres',
+		"SELECT cron.schedule('leader-job', '* * * * *', \$job\$$JOB\$job\$)");
+}
+
+sub q1
+{
+	my ($node, $sql) = @_;
+	my ($rc, $out) = $node->psql('postgres', $sql);
+	return $rc == 0 ? $out : undef;
+}
+
+sub is_leader { return (q1($_[0], "SELECT zk_is_leader('cron')") // '') eq 't'; }
+
+# The job's command, as pg_cron stores and runs it.
+sub run_job_directly
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres',
+		q{DO $$ BEGIN EXECUTE (SELECT command FROM cron.job WHERE jobname = 'leader-job'); END $$});
+}
+
+sub runs { return q1($_[0], 'SELECT count(*) FROM runs') // -1; }
+
+my $leader;
+ok( poll_until(
+		sub {
+			my @l = grep { is_leader($_) } ($pa, $pb);
+			$leader = $l[0] if @l == 1;
+			return @l == 1;
+		},
+		timeout => 60),
+	'exactly one instance leads group cron');
+my $follower = $leader eq $pa ? $pb : $pa;
+
+# ---------------------------------------------------------------------------
+note 'the job\'s command, run on both instances';
+
+run_job_directly($_) foreach ($pa, $pb, $pa, $pb);
+is(runs($leader), 2, 'it inserted on the leader, each time');
+is(runs($follower), 0, 'and never on the follower');
+
+# ---------------------------------------------------------------------------
+note 'pg_cron fires the job on both instances (at most a minute)';
+
+my $fired = "SELECT count(*) FROM cron.job_run_details WHERE status = 'succeeded'";
+ok( poll_until(
+		sub { (q1($pa, $fired) // 0) > 0 && (q1($pb, $fired) // 0) > 0 },
+		timeout => 150,
+		interval => 1),
+	'pg_cron ran the job on both instances');
+is(runs($follower), 0, 'the follower\'s runs inserted nothing');
+# a run inserts and commits, then pg_cron marks it succeeded (one snapshot)
+is( q1(
+		$leader, q{
+	SELECT (SELECT count(*) FROM runs)
+	       BETWEEN 2 + (SELECT count(*) FROM cron.job_run_details WHERE status = 'succeeded')
+	           AND 2 + (SELECT count(*) FROM cron.job_run_details WHERE status <> 'failed')}),
+	't', 'every pg_cron run on the leader inserted one row');
+ok(is_leader($leader) && !is_leader($follower), 'leadership did not move meanwhile');
+
+# ---------------------------------------------------------------------------
+note 'the leader stops: the job runs on the other instance';
+
+$leader->stop('fast');
+ok(poll_until(sub { is_leader($follower) }, timeout => 30),
+	'the other instance leads');
+run_job_directly($follower);
+is(runs($follower), 1, 'the job now inserts on the new leader');
+
+done_testing();
