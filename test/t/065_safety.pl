@@ -383,7 +383,7 @@ note 'B9: a node of the worker\'s session that no request claims is deleted';
 	is($a->query_ok("SELECT zk_lock_release('b9')"), 't', 'A lets go of b9');
 	my ($out, $err) = $c->query("SELECT zk_lock_acquire('b9', 30000)");
 	is($out, 't', 'C gets b9: the node nobody claims does not block it for long');
-	ok($na->wait_for_log(qr/deleting node "\Q$made\E"/, $log_offset),
+	ok($na->wait_for_log(qr/deleting orphaned node "\Q$made\E"/, $log_offset),
 		'the worker says it deleted the unclaimed node');
 	my $st2 = ZkFault::zk_status_of($na);
 	is($st2->{session_id}, $st->{session_id}, 'the worker kept its session');
