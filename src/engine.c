@@ -192,6 +192,14 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_LIST] = &zk_list_driver,
 };
 
+/* Call a hook (init, reload, run, exit) of every driver that has it. */
+#define DRIVER_HOOKS(hook) \
+	do { \
+		for (int k_ = 0; k_ < ZK_NUM_KINDS; k_++) \
+			if (drivers[k_] && drivers[k_]->hook) \
+				drivers[k_]->hook(); \
+	} while (0)
+
 static void advance(ZkPart *p);
 
 /*
@@ -1874,7 +1882,7 @@ zk_engine_run(void)
 	}
 	expire_retained();
 	reconcile();
-	zk_leader_run();
+	DRIVER_HOOKS(run);
 }
 
 /* How long the worker may sleep before the engine needs to run (ms). */
@@ -2023,7 +2031,14 @@ zk_engine_session_lost(const char *why)
 void
 zk_engine_reload(void)
 {
-	zk_leader_reload();
+	DRIVER_HOOKS(reload);
+}
+
+/* The worker is exiting: drivers say goodbye (their parts end with the session). */
+void
+zk_engine_exit(void)
+{
+	DRIVER_HOOKS(exit);
 }
 
 /*
@@ -2058,7 +2073,7 @@ zk_engine_init(void)
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	reconciler = new_part(&reconciler_driver, "");
-	zk_leader_init();
+	DRIVER_HOOKS(init);
 
 	pg_atomic_write_u32(&zk_shared->n_nodes, 0);
 	pg_atomic_write_u32(&zk_shared->n_watches, 0);

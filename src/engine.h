@@ -32,6 +32,7 @@ extern void zk_engine_run(void);
 extern void zk_engine_connected(void);
 extern void zk_engine_session_lost(const char *why);
 extern void zk_engine_reload(void);
+extern void zk_engine_exit(void);
 extern long zk_engine_timeout(void);
 extern MemoryContext zk_turn_context;
 
@@ -180,6 +181,16 @@ struct ZkDriver
 	 * driver must forget it.
 	 */
 	void		(*reset) (ZkPart *p, const char *why, bool failed);
+
+	/*
+	 * Drivers that keep parts of the instance itself (the leader latch):
+	 * the engine started, the configuration was reloaded, a turn ended, the
+	 * worker is exiting.
+	 */
+	void		(*init) (void);
+	void		(*reload) (void);
+	void		(*run) (void);
+	void		(*exit) (void);
 };
 
 /* the drivers (src/recipes/) */
@@ -191,11 +202,7 @@ extern const ZkDriver zk_semaphore_entry_driver;
 extern const ZkDriver zk_latch_driver;
 extern const ZkDriver zk_list_driver;
 
-/* the leader latch (recipes/leader.c): the instance's groups */
-extern void zk_leader_init(void);
-extern void zk_leader_reload(void);
-extern void zk_leader_run(void);
-extern void zk_leader_exit(void);
+/* the leader latch's finding of a group's leader, for listings */
 extern void zk_leader_list_step(ZkPart *p, const ZkResult *r);
 
 /* a part of the instance itself, serving no entry (the leader latch) */

@@ -49,7 +49,7 @@ worker_exit(int code, Datum arg)
 {
 	/* no backend vouches for a node of this session from now on */
 	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
-	zk_leader_exit();
+	zk_engine_exit();
 	zk_session_stop();
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	zk_shared->worker_latch = NULL;

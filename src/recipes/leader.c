@@ -218,6 +218,11 @@ latch_reset(ZkPart *p, const char *why, bool failed)
 	publish(p->group);
 }
 
+static void leader_init(void);
+static void leader_reload(void);
+static void leader_run(void);
+static void leader_exit(void);
+
 const ZkDriver zk_latch_driver = {
 	.kind = ZK_KIND_LATCH,
 	.suffix = "",
@@ -225,6 +230,10 @@ const ZkDriver zk_latch_driver = {
 	.counts = latch_counts,
 	.decide = latch_decide,
 	.reset = latch_reset,
+	.init = leader_init,
+	.reload = leader_reload,
+	.run = leader_run,
+	.exit = leader_exit,
 };
 
 /* ---- finding the leader: the observer part, and listings ---- */
@@ -439,8 +448,8 @@ leave(int i)
 }
 
 /* Settings were (re)loaded: join and leave groups as zklock.leader_groups says. */
-void
-zk_leader_reload(void)
+static void
+leader_reload(void)
 {
 	char	   *raw = pstrdup(zklock_leader_groups ? zklock_leader_groups : "");
 	List	   *names;
@@ -487,18 +496,18 @@ zk_leader_reload(void)
 }
 
 /* The worker starts: nothing of a previous run counts; join the groups. */
-void
-zk_leader_init(void)
+static void
+leader_init(void)
 {
 	memset(groups, 0, sizeof(groups));
 	for (int i = 0; i < ZK_MAX_GROUPS; i++)
 		publish(i);
-	zk_leader_reload();
+	leader_reload();
 }
 
 /* The worker exits: its session, and every leadership, ends with it. */
-void
-zk_leader_exit(void)
+static void
+leader_exit(void)
 {
 	for (int i = 0; i < ZK_MAX_GROUPS; i++)
 	{
@@ -510,8 +519,8 @@ zk_leader_exit(void)
 }
 
 /* Every turn: make again the parts that failed, once their time came. */
-void
-zk_leader_run(void)
+static void
+leader_run(void)
 {
 	TimestampTz now = 0;
 
