@@ -2054,6 +2054,7 @@ void
 zk_engine_reload(void)
 {
 	zk_leader_reload();
+	zk_claim_reload();
 }
 
 /*

@@ -197,6 +197,7 @@ extern const ZkDriver zk_claim_driver;
 #define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
 extern void zk_claim_init(void);
 extern void zk_claim_run(void);
+extern void zk_claim_reload(void);
 extern void zk_claim_list_step(ZkPart *p, const ZkResult *r);
 
 /* the leader latch (recipes/leader.c): the instance's groups */

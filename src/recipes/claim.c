@@ -648,6 +648,13 @@ zk_claim_init(void)
 	claims_part = zk_instance_part(&own_driver, "", ZK_GROUP_CLAIMS);
 }
 
+/* Settings were reloaded: a new zklock.claim_retention applies at once. */
+void
+zk_claim_reload(void)
+{
+	next_sweep = 0;
+}
+
 /* From the engine's turn: start reopening or sweeping when due. */
 void
 zk_claim_run(void)
