@@ -106,6 +106,27 @@ ok(poll_session($sa, claim_sql('report', $S3), 'f', timeout => 30),
 	'and a sees it taken');
 
 # ---------------------------------------------------------------------------
+note 'ZooKeeper paused during COMMIT: the multi-op\'s answer is lost';
+
+# The worker sends the multi-op to a frozen server and gives up on the
+# connection; the server may still apply it when it resumes.  The commit
+# fails either way, and the worker deletes the node (it carries the
+# claim's nonce) once it can: the slot opens again.
+my $S5 = '2026-03-01 13:00+00';
+$sa->query_ok('BEGIN');
+is($sa->query_ok(claim_sql('report', $S5)), 't', 'a claims a fourth slot');
+$sa->query_ok("INSERT INTO work VALUES ('S5')");
+$zk->pause_node(1);
+($out, $err) = $sa->query('COMMIT');
+$zk->resume_node(1);
+is(sqlstate($err), '40001', 'COMMIT fails with 40001');
+is($sa->query_ok('SELECT count(*) FROM work'), '0', 'the work was rolled back');
+ok(poll_session($sb, claim_sql('report', $S5), 't', timeout => 60),
+	'the slot opens again: b claims it');
+note 'a\'s worker ' . ($pa->log_contains('zklock reopened job claim')
+	? 'deleted the final node the multi-op had made' : 'found nothing to reopen');
+
+# ---------------------------------------------------------------------------
 note 'zklock.claim_retention removes old final claims';
 
 my $old = '2020-01-01 00:00+00';
