@@ -83,6 +83,7 @@ typedef struct ReopenItem
 	char	   *path;
 	char		nonce[NONCE_LEN + 1];
 	TimestampTz not_before;		/* not looked at before (0: at once) */
+	bool		deleting;		/* its delete is on its way */
 } ReopenItem;
 
 static ZkPart *claims_part;		/* the claims' own part */
@@ -158,6 +159,7 @@ reopen_add(const char *path, const char *data, TimestampTz not_before)
 	it->path = pstrdup(path);
 	data_nonce(data, it->nonce);
 	it->not_before = not_before;
+	it->deleting = false;
 	reopen = lappend(reopen, it);
 	MemoryContextSwitchTo(old);
 	if (not_before == 0)
@@ -165,37 +167,35 @@ reopen_add(const char *path, const char *data, TimestampTz not_before)
 }
 
 static void
-reopen_forget(const char *path)
+reopen_free(ReopenItem *it)
 {
-	ListCell   *lc;
-
-	foreach(lc, reopen)
-	{
-		ReopenItem *it = lfirst(lc);
-
-		if (strcmp(it->path, path) == 0)
-		{
-			reopen = foreach_delete_current(reopen, lc);
-			pfree(it->path);
-			pfree(it);
-			return;
-		}
-	}
+	pfree(it->path);
+	pfree(it);
 }
 
+/* The item of the claim whose data is "data" at path, or NULL. */
 static ReopenItem *
-reopen_find(const char *path)
+reopen_find(const char *path, const char *data)
 {
+	char		nonce[NONCE_LEN + 1];
 	ListCell   *lc;
 
+	data_nonce(data, nonce);
 	foreach(lc, reopen)
 	{
 		ReopenItem *it = lfirst(lc);
 
-		if (strcmp(it->path, path) == 0)
+		if (strcmp(it->path, path) == 0 && strcmp(it->nonce, nonce) == 0)
 			return it;
 	}
 	return NULL;
+}
+
+static void
+reopen_forget(ReopenItem *it)
+{
+	reopen = list_delete_ptr(reopen, it);
+	reopen_free(it);
 }
 
 /* ZooKeeper's ctime (ms since 1970) as a TimestampTz. */
@@ -373,13 +373,16 @@ claim_step(ZkPart *p, const ZkResult *r)
 				p->step = CLAIM_OVER;
 				if (r->rc == ZOK && id >= 0)
 				{
-					reopen_forget(path);
+					ReopenItem *it = reopen_find(path, p->extra);
+
+					if (it)
+						reopen_forget(it);
 					zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
 					break;
 				}
 				/* failed, unknown, or done after its transaction went */
 				{
-					ReopenItem *it = reopen_find(path);
+					ReopenItem *it = reopen_find(path, p->extra);
 
 					if (it)
 						it->not_before = 0;
@@ -557,41 +560,62 @@ own_step(ZkPart *p, const ZkResult *r)
 	switch (r->tag)
 	{
 		case T_REOPEN_GET:
+		case T_REOPEN_DEL:
 			{
-				ReopenItem *it = reopen_find(r->path);
+				/*
+				 * Every due item of this path: a GET settles the items whose
+				 * nonce the node does not carry (or all, if it is gone) and
+				 * deletes the node for the one whose nonce it carries; a
+				 * DELETE that went through settles that one.  Items of a
+				 * finalize still on its way are not due.
+				 */
 				char		nonce[NONCE_LEN + 1];
+				ListCell   *lc;
+				bool		del = false;
 
-				if (it == NULL)
-					break;
-				if (r->rc == ZNONODE)
-					reopen_forget(r->path);
-				else if (r->rc == ZOK)
+				if (r->rc != ZOK && r->rc != ZNONODE)
 				{
-					data_nonce(r->data, nonce);
-					if (strcmp(nonce, it->nonce) != 0)
-						reopen_forget(r->path); /* someone else's by now */
-					else
-						zk_call_delete(p, T_REOPEN_DEL, r->path, r->stat.version);
+					foreach(lc, reopen)
+						if (r->tag == T_REOPEN_DEL &&
+							strcmp(((ReopenItem *) lfirst(lc))->path, r->path) == 0)
+							((ReopenItem *) lfirst(lc))->deleting = false;
+					if (r->tag == T_REOPEN_GET &&
+						!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
+						ereport(WARNING,
+								(errmsg("zklock could not look at job claim \"%s\" to reopen it: %s",
+										r->path, zerror(r->rc)),
+								 errhint("It tries again.")));
+					break;		/* tried again */
 				}
-				else if (!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
+				data_nonce(r->rc == ZOK ? r->data : NULL, nonce);
+				foreach(lc, reopen)
 				{
-					ereport(WARNING,
-							(errmsg("zklock could not reopen job claim \"%s\": %s",
-									r->path, zerror(r->rc))));
-					reopen_forget(r->path);
+					ReopenItem *it = lfirst(lc);
+
+					if (strcmp(it->path, r->path) != 0 || now < it->not_before)
+						continue;
+					if (r->tag == T_REOPEN_DEL)
+					{
+						if (!it->deleting)
+							continue;
+						if (r->rc == ZOK)
+							ereport(LOG,
+									(errmsg("zklock reopened job claim \"%s\"", r->path),
+									 errdetail("Its transaction did not commit.")));
+					}
+					else if (r->rc == ZOK && strcmp(nonce, it->nonce) == 0)
+					{
+						if (!it->deleting && !del)
+							zk_call_delete(p, T_REOPEN_DEL, r->path, r->stat.version);
+						it->deleting = true;
+						del = true;
+						continue;
+					}
+					reopen = foreach_delete_current(reopen, lc);
+					reopen_free(it);
 				}
 				break;
 			}
-		case T_REOPEN_DEL:
-			if (r->rc == ZOK || r->rc == ZNONODE)
-			{
-				if (r->rc == ZOK)
-					ereport(LOG,
-							(errmsg("zklock reopened job claim \"%s\"", r->path),
-							 errdetail("Its transaction did not commit.")));
-				reopen_forget(r->path);
-			}
-			break;				/* else: tried again */
 		case T_SWEEP_LIST:
 			{
 				TimestampTz cutoff = now - (int64) zklock_claim_retention * USECS_PER_SEC;
