@@ -12,6 +12,16 @@ SELECT zk_job_claim('/reg/job', '2026-01-01 10:00+00');
 SELECT zk_job_claim('reg/job/claims', '2026-01-01 10:00+00');
 SELECT * FROM zk_job_claims(NULL);
 SELECT * FROM zk_job_claims('a//b');
+-- ... and their SQLSTATEs
+\set VERBOSITY sqlstate
+SELECT zk_job_claim(NULL, '2026-01-01 10:00+00');
+SELECT zk_job_claim('reg/job', NULL);
+SELECT zk_job_claim('reg/job', 'infinity');
+SELECT zk_job_claim('a/./b', '2026-01-01 10:00+00');
+SELECT zk_job_claim(repeat('x', 1025), '2026-01-01 10:00+00');
+SELECT * FROM zk_job_claims(NULL);
+SELECT * FROM zk_job_claims('a//b');
+\set VERBOSITY default
 -- nothing claimed yet
 SELECT * FROM zk_job_claims('reg/job');
 -- a single statement: its own transaction, final when it commits
