@@ -17,6 +17,8 @@ SELECT * FROM zk_job_claims('a//b');
 SELECT zk_job_claim(NULL, '2026-01-01 10:00+00');
 SELECT zk_job_claim('reg/job', NULL);
 SELECT zk_job_claim('reg/job', 'infinity');
+SELECT zk_job_claim('reg/job', '10000-01-01 00:00+00');
+SELECT zk_job_claim('reg/job', '0044-03-15 12:00+00 BC');
 SELECT zk_job_claim('a/./b', '2026-01-01 10:00+00');
 SELECT zk_job_claim(repeat('x', 1025), '2026-01-01 10:00+00');
 SELECT * FROM zk_job_claims(NULL);

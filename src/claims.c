@@ -58,7 +58,17 @@ zk_job_claim(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("zklock job slot must be finite")));
-	(void) zk_slot_name(slot);	/* representable, or class 22 */
+	{
+		TimestampTz back;
+		char	   *name = zk_slot_name(slot);
+
+		/* the node name must name this slot and no other (years 1-9999) */
+		if (name[0] == '-' || !zk_parse_slot_name(name, &back) || back != slot)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("zklock job slot is out of range"),
+					 errdetail("A slot must lie within the years 1 to 9999 AD.")));
+	}
 	PG_RETURN_BOOL(zk_hold_claim(job, slot));
 }
 
