@@ -72,3 +72,22 @@ COMMENT ON FUNCTION zk_leader_info(text) IS
 'who leads a zklock leader group, also one this instance does not take part in';
 REVOKE ALL ON FUNCTION @extschema@.zk_leader_info(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.zk_leader_info(text) TO pg_monitor;
+
+----------------------------------------------------------------------------
+-- Once-per-slot job claims: <zklock.root>/<job>/claims/<slot in UTC>,
+-- made final when the claiming transaction commits.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_job_claim(job text, slot timestamptz)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_job_claim(text, timestamptz) IS
+'claim the slot of a job for this transaction: true for exactly one caller cluster-wide, final at commit, open again on abort';
+REVOKE ALL ON FUNCTION @extschema@.zk_job_claim(text, timestamptz) FROM PUBLIC;
+
+CREATE FUNCTION zk_job_claims(job text,
+    OUT slot timestamptz, OUT claimed_by text, OUT pid integer,
+    OUT claimed_at timestamptz, OUT final boolean)
+RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_job_claims(text) IS
+'the claims of a job in ZooKeeper, oldest slot first';
+REVOKE ALL ON FUNCTION @extschema@.zk_job_claims(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_job_claims(text) TO pg_monitor;

@@ -189,6 +189,7 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_SEMAPHORE] = &zk_semaphore_driver,
 	[ZK_KIND_SEMAPHORE_ENTRY] = &zk_semaphore_entry_driver,
 	[ZK_KIND_LATCH] = &zk_latch_driver,
+	[ZK_KIND_JOB_CLAIM] = &zk_claim_driver,
 	[ZK_KIND_LIST] = &zk_list_driver,
 };
 
@@ -372,8 +373,8 @@ parent_known(const char *path, bool known)
  * A create under path failed with ZNONODE: path, or one of its ancestors
  * (a container ZooKeeper reaped), is gone; forget that they exist.
  */
-static void
-parents_gone(const char *path)
+void
+zk_parents_gone(const char *path)
 {
 	char		anc[ZK_PATH_MAX];
 	char	   *slash;
@@ -780,6 +781,20 @@ zk_call_finalize(ZkPart *p, int tag, const char *path, int version,
 
 /* ---- outcomes for entries ---- */
 
+/* A held entry is lost: an ask of its owner that waits fails with it. */
+static void
+fail_ask(int id, const char *why)
+{
+	ZkAskState	state;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	state = ZK_ENTRY(id)->ask_state;
+	LWLockRelease(zk_shared->lock);
+	if (state == ZK_ASK_PENDING)
+		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_T_R_SERIALIZATION_FAILURE,
+						   "%s", why);
+}
+
 static void
 detach(int id)
 {
@@ -891,6 +906,7 @@ zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
 							ZK_ENTRY(id)->owner_pid),
 					 errdetail_internal("%s", msg)));
 			zk_set_outcome(id, ZKE_LOST, 0, "%s", msg);
+			fail_ask(id, msg);
 		}
 		else
 			zk_set_outcome(id, ZKE_FAILED, sqlerrcode, "%s", msg);
@@ -1068,6 +1084,8 @@ free_part(ZkPart *p)
 		pfree(p->rows->data);
 		pfree(p->rows);
 	}
+	if (p->extra)
+		pfree(p->extra);
 	pfree(p->name);
 	pfree(p->parent);
 	pfree(p);
@@ -1246,7 +1264,7 @@ seq_result(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK || r->rc == ZNODEEXISTS)
 				parent_known(r->path, true);
 			else if (r->rc == ZNONODE)
-				parents_gone(r->path);	/* an ancestor went: tried again */
+				zk_parents_gone(r->path);	/* an ancestor went: tried again */
 			else if (!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
 				p->parent_error = r->rc;
 			break;
@@ -1255,7 +1273,7 @@ seq_result(ZkPart *p, const ZkResult *r)
 				zk_part_node_created(p, r->path, &r->stat);
 			else if (r->rc == ZNONODE)
 			{
-				parents_gone(p->parent);
+				zk_parents_gone(p->parent);
 				p->phase = NODE_NONE;
 				if (p->parent_error != ZOK)
 					zk_part_fail(p, zk_refusal_errcode(p->parent_error),
@@ -1414,6 +1432,16 @@ advance(ZkPart *p)
 				free_part(p);
 				return;
 			case NODE_CREATING:
+				/*
+				 * A step driver whose create's reply was lost (job claim):
+				 * it looks whether the node is there, so that it can go.
+				 */
+				if (d->form == ZK_FORM_NONE && p->need_eval && zk_connected())
+				{
+					p->need_eval = false;
+					d->step(p, NULL);
+				}
+				return;
 			case NODE_DELETING:
 				return;
 			case NODE_UNKNOWN:
@@ -1973,6 +2001,7 @@ zk_engine_session_lost(const char *why)
 								zk_kind_name(e->kind), e->name, e->owner_pid),
 						 errdetail_internal("%s", why)));
 				zk_set_outcome(id, ZKE_LOST, 0, "%s", why);
+				fail_ask(id, why);
 			}
 			else if (e->flags & ZKR_NO_RESTART)
 				zk_set_outcome(id, ZKE_LOST, 0, "%s", why);

@@ -139,6 +139,7 @@ struct ZkPart
 	TimestampTz targ;
 	StringInfo	rows;			/* a listing being built */
 	int			group;			/* leader latch: index in zk_shared->groups */
+	char	   *extra;			/* for the driver; pfree'd with the part */
 };
 
 /* decide(): our node holds, or watch the parent's children, or node i */
@@ -201,6 +202,11 @@ extern const ZkDriver zk_semaphore_driver;
 extern const ZkDriver zk_semaphore_entry_driver;
 extern const ZkDriver zk_latch_driver;
 extern const ZkDriver zk_list_driver;
+extern const ZkDriver zk_claim_driver;
+
+/* job claims (recipes/claim.c): listings, retention, reopening */
+#define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
+extern void zk_claim_list_step(ZkPart *p, const ZkResult *r);
 
 /* the leader latch's finding of a group's leader, for listings */
 extern void zk_leader_list_step(ZkPart *p, const ZkResult *r);
@@ -243,6 +249,7 @@ extern const char *zk_node_of(const char *path);
 extern int	zk_refusal_errcode(int rc);
 extern bool zk_is_connection_loss(int rc);
 extern bool zk_is_ours(const struct Stat *stat);
+extern void zk_parents_gone(const char *path);
 extern int	zk_list_participants(const ZkResult *r, bool (*counts) (ZkForm),
 								 ZkNodeRef **nodes);
 

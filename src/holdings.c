@@ -46,6 +46,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -77,6 +78,22 @@ typedef struct ZkHolding
 #define SESSION_SCOPE InvalidSubTransactionId
 
 static HTAB *holdings = NULL;
+
+/*
+ * Job claims of this transaction (zk_hold_claim), in TopMemoryContext:
+ * always transaction scope, made final at PRE_COMMIT, given up at the end
+ * of the transaction or of the subtransaction that took them.
+ */
+typedef struct ZkClaim
+{
+	int			id;
+	uint32		generation;
+	SubTransactionId subid;
+	TimestampTz slot;
+	char	   *job;
+} ZkClaim;
+
+static List *claims = NIL;
 
 static void zk_xact_callback(XactEvent event, void *arg);
 static void zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -685,6 +702,148 @@ first_xact_holding(bool only_unsafe)
 	return NULL;
 }
 
+/* ---- job claims ---- */
+
+static char *
+claim_slot_text(const ZkClaim *c)
+{
+	return DatumGetCString(DirectFunctionCall1(timestamptz_out,
+											   TimestampTzGetDatum(c->slot)));
+}
+
+/*
+ * Claim (job, slot) for this transaction: true when the worker created the
+ * claim node (or this transaction holds it already), false at once when
+ * anyone else holds or has finished it.
+ */
+bool
+zk_hold_claim(const char *job, TimestampTz slot)
+{
+	ZkRequest	req;
+	ZkEntryState state;
+	ListCell   *lc;
+	int			id;
+	uint32		gen;
+
+	if (holdings == NULL)
+		holdings_init();
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+
+		if (c->slot == slot && strcmp(c->job, job) == 0)
+			return true;		/* ours already; COMMIT checks it */
+	}
+
+	memset(&req, 0, sizeof(req));
+	req.kind = ZK_KIND_JOB_CLAIM;
+	req.name = job;
+	req.flags = ZKR_NOWAIT;
+	req.targ = slot;
+	id = zk_request(&req, &gen);
+	state = zk_wait(id, gen, 0);
+	if (state == ZKE_LOST)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("zklock lost its ZooKeeper session while claiming job \"%s\"",
+						job),
+				 errhint("Retry the call.")));
+	if (state != ZKE_HELD)
+		return false;
+
+	PG_TRY();
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		ZkClaim    *c = palloc(sizeof(ZkClaim));
+
+		c->id = id;
+		c->generation = gen;
+		c->subid = GetCurrentSubTransactionId();
+		c->slot = slot;
+		c->job = pstrdup(job);
+		claims = lappend(claims, c);
+		MemoryContextSwitchTo(old);
+		zk_entry_publish(id, gen, 0, 1);
+	}
+	PG_CATCH();
+	{
+		zk_give_up(id, gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return true;
+}
+
+/* Give up the claims taken in subids >= from.  Never throws. */
+static void
+release_claims(SubTransactionId from)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+
+		if (c->subid < from)
+			continue;
+		zk_give_up(c->id, c->generation);
+		claims = foreach_delete_current(claims, lc);
+		pfree(c->job);
+		pfree(c);
+	}
+}
+
+static void
+claim_lost_error(const ZkClaim *c)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("zklock job claim \"%s\" for slot %s held by this transaction was lost",
+					c->job, claim_slot_text(c)),
+			 errdetail("Its ZooKeeper session ended or could not be confirmed in time, so another client may claim the slot."),
+			 errhint("Roll back and retry the transaction.")));
+}
+
+/*
+ * PRE_COMMIT: make every claim of the transaction final, one after
+ * another.  Any failure fails the COMMIT with 40001, and the abort that
+ * follows gives the claims up (the slot is open again).
+ */
+static void
+finalize_claims(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+		MemoryContext ccxt = CurrentMemoryContext;
+
+		if (!zk_entry_valid(c->id, c->generation, NULL))
+			claim_lost_error(c);
+		PG_TRY();
+		{
+			zk_ask(c->id, c->generation, ZK_ASK_FINALIZE,
+				   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   zklock_session_timeout));
+		}
+		PG_CATCH();
+		{
+			ErrorData  *ed;
+
+			/* whatever went wrong, the commit fails as for a lost lock */
+			MemoryContextSwitchTo(ccxt);
+			ed = CopyErrorData();
+			FlushErrorState();
+			ed->sqlerrcode = ERRCODE_T_R_SERIALIZATION_FAILURE;
+			if (ed->hint == NULL)
+				ed->hint = pstrdup("The transaction is rolled back and the slot stays open; retry it.");
+			ReThrowError(ed);
+		}
+		PG_END_TRY();
+	}
+}
+
 static void
 zk_xact_callback(XactEvent event, void *arg)
 {
@@ -696,8 +855,16 @@ zk_xact_callback(XactEvent event, void *arg)
 			/* work done under a lost lock must not commit */
 			if ((h = first_xact_holding(true)) != NULL)
 				lost_in_xact_error(h);
+			/* the last thing that can fail: the claims become final */
+			finalize_claims();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
+			if (claims != NIL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds zklock job claims"),
+						 errdetail("The claim of job \"%s\" is held by this backend's ZooKeeper session and cannot outlive it.",
+								   ((ZkClaim *) linitial(claims))->job)));
 			if ((h = first_xact_holding(false)) != NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -711,6 +878,7 @@ zk_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			release_xact(TopSubTransactionId);
+			release_claims(TopSubTransactionId);
 			break;
 		default:
 			break;
@@ -722,8 +890,19 @@ zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					SubTransactionId parentSubid, void *arg)
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
 		release_xact(mySubid);
-	else if (event == SUBXACT_EVENT_COMMIT_SUB && holdings != NULL)
+		release_claims(mySubid);
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		ListCell   *lc;
+
+		foreach(lc, claims)
+			if (((ZkClaim *) lfirst(lc))->subid == mySubid)
+				((ZkClaim *) lfirst(lc))->subid = parentSubid;
+	}
+	if (event == SUBXACT_EVENT_COMMIT_SUB && holdings != NULL)
 	{
 		HASH_SEQ_STATUS status;
 		ZkHolding  *h;

@@ -21,5 +21,6 @@ extern bool zk_hold_release(ZkKind kind, const char *name);
 extern void zk_hold_release_last(ZkKind kind, const char *name);
 extern int	zk_hold_release_all(void);
 extern bool zk_hold_is_held(ZkKind kind, const char *name, int64 *token);
+extern bool zk_hold_claim(const char *job, TimestampTz slot);
 
 #endif							/* ZKLOCK_HOLDINGS_H */

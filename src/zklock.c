@@ -40,6 +40,7 @@ int			zklock_handoff_limit = 16;
 int			zklock_handoff_time = 50;
 int			zklock_retain_time = 0;
 char	   *zklock_leader_groups = NULL;
+int			zklock_claim_retention = 7 * 24 * 3600;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -113,6 +114,8 @@ zk_kind_name(ZkKind kind)
 			return "semaphore";
 		case ZK_KIND_SEMAPHORE_ENTRY:
 			return "semaphore entry lock";
+		case ZK_KIND_JOB_CLAIM:
+			return "job claim";
 		default:
 			break;
 	}
@@ -135,6 +138,8 @@ zk_kind_verb(ZkKind kind)
 			return "acquire a lease of semaphore";
 		case ZK_KIND_SEMAPHORE_ENTRY:
 			return "enter semaphore";
+		case ZK_KIND_JOB_CLAIM:
+			return "claim job";
 		default:
 			break;
 	}
@@ -240,6 +245,14 @@ _PG_init(void)
 							   PGC_SIGHUP,
 							   GUC_LIST_INPUT,
 							   zk_check_groups, NULL, NULL);
+	DefineCustomIntVariable("zklock.claim_retention",
+							"How long final job claims are kept in ZooKeeper.",
+							"The worker deletes final claims whose slot and creation are both older, under the jobs this instance has claimed since its worker started; 0 keeps them forever.",
+							&zklock_claim_retention,
+							7 * 24 * 3600, 0, INT_MAX / 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("zklock");
 
 	prev_process_utility_hook = ProcessUtility_hook;

@@ -69,6 +69,7 @@ extern int	zklock_handoff_limit;
 extern int	zklock_handoff_time;
 extern int	zklock_retain_time;
 extern char *zklock_leader_groups;
+extern int	zklock_claim_retention;
 
 /*
  * What a backend can ask for.  Each kind is one driver of the engine

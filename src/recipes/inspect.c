@@ -6,7 +6,8 @@
  *
  * The request's arg says what to list (ZkListWhat); each kind of listing
  * is answered by the recipe it belongs to.  So far: ZK_LIST_LEADER, the
- * leader of a group (recipes/leader.c).  Others fail with 0A000.
+ * leader of a group (recipes/leader.c), and ZK_LIST_CLAIMS, the claims of a
+ * job (recipes/claim.c).  Others fail with 0A000.
  *
  *-------------------------------------------------------------------------
  */
@@ -21,6 +22,9 @@ list_step(ZkPart *p, const ZkResult *r)
 	{
 		case ZK_LIST_LEADER:
 			zk_leader_list_step(p, r);
+			return;
+		case ZK_LIST_CLAIMS:
+			zk_claim_list_step(p, r);
 			return;
 		default:
 			if (r == NULL)

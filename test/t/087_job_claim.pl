@@ -1,0 +1,153 @@
+# 087_job_claim.pl
+#    Once-per-slot job claims (zk_job_claim) across two instances sharing
+#    one ZooKeeper: one caller per (job, slot) gets true, the others false
+#    at once; an aborted or killed claimer leaves the slot open; a commit
+#    that cannot make the claim final fails with 40001 and leaves the slot
+#    open; a final claim is persistent; zklock.claim_retention removes old
+#    final claims.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use ZkLockTest;
+use ZkLockTest::Session qw(poll_until);
+use ZkFault qw(sqlstate poll_status poll_session zk_restart_node);
+
+# tickTime 500 ms: the instances' 4 s sessions are allowed and expire promptly
+my $zk = ZkLockTest::zk_start(tick => 500);
+my $pa = ZkLockTest::pg_node('claim_a', $zk, cluster_name => 'claim_a');
+my $pb = ZkLockTest::pg_node('claim_b', $zk, cluster_name => 'claim_b');
+$_->safe_psql('postgres', 'CREATE TABLE work (slot text NOT NULL)') foreach ($pa, $pb);
+
+sub session { return ZkLockTest::Session->new(@_); }
+
+sub claim_sql { return "SELECT zk_job_claim('$_[0]', '$_[1]')"; }
+
+my $claims_of = sub {
+	my ($job) = @_;
+	return [ ZkLockTest::zk_children($zk, "/zklock/$job/claims") ];
+};
+
+# ---------------------------------------------------------------------------
+note 'one caller per slot; the others get false at once';
+
+my $sa = session($pa);
+my $sb = session($pb);
+my $S1 = '2026-03-01 10:00+00';
+$sa->query_ok('BEGIN');
+is($sa->query_ok(claim_sql('report', $S1)), 't', 'a claims the slot');
+my $t0 = time;
+is($sb->query_ok(claim_sql('report', $S1)), 'f', 'b does not get it');
+cmp_ok(time - $t0, '<', 3, '... at once, without waiting for a');
+is_deeply($claims_of->('report'), ['2026-03-01T10:00:00Z'],
+	'the claim node is <root>/<job>/claims/<slot in UTC>');
+is($sb->query_ok("SELECT final FROM zk_job_claims('report')"), 'f',
+	'b sees the claim, not final yet');
+
+# ---------------------------------------------------------------------------
+note 'the claimer\'s transaction aborts: the other instance gets the slot';
+
+$sa->query_ok("INSERT INTO work VALUES ('S1')");
+$sa->query_ok('ROLLBACK');
+ok(poll_session($sb, claim_sql('report', $S1), 't', timeout => 30),
+	'b claims the slot a rolled back (and commits it)');
+is($pb->safe_psql('postgres',
+	"SELECT claimed_by || ' ' || final FROM zk_job_claims('report')"),
+	'claim_b true', 'the final claim names instance b');
+$sb->quit;
+$sb = session($pb);
+is($sa->query_ok(claim_sql('report', $S1)), 'f',
+	'a final claim cannot be taken again ...');
+is($sb->query_ok(claim_sql('report', $S1)), 'f',
+	'... not even by its claimer\'s instance, after its session ended');
+my $eph = ZkLockTest::zk_python($zk,
+	q{print(zk.exists(args[0]).ephemeralOwner)}, '/zklock/report/claims/2026-03-01T10:00:00Z');
+chomp $eph;
+is($eph, '0', 'the final claim is a persistent znode');
+
+# ---------------------------------------------------------------------------
+note 'the claimer\'s backend is killed before it commits';
+
+my $S2 = '2026-03-01 11:00+00';
+my $victim = session($pa);
+$victim->query_ok('BEGIN');
+is($victim->query_ok(claim_sql('report', $S2)), 't', 'a claims another slot');
+is($sb->query_ok(claim_sql('report', $S2)), 'f', 'b does not get it');
+is($pa->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $victim->pid . ')'),
+	't', 'the claiming backend is terminated');
+ok(poll_session($sb, claim_sql('report', $S2), 't', timeout => 30),
+	'b then claims the slot');
+$victim->quit;
+
+# ---------------------------------------------------------------------------
+note 'COMMIT while ZooKeeper is unreachable fails with 40001; the slot stays open';
+
+my $S3 = '2026-03-01 12:00+00';
+$sa->query_ok('BEGIN');
+is($sa->query_ok(claim_sql('report', $S3)), 't', 'a claims a third slot');
+$sa->query_ok("INSERT INTO work VALUES ('S3')");
+$zk->stop_node(1);
+my ($out, $err) = $sa->query('COMMIT');
+is(sqlstate($err), '40001', 'COMMIT fails with 40001 (serialization failure)');
+like($err, qr/job claim|finalize/, 'and says it is about the job claim');
+is($sa->query_ok('SELECT count(*) FROM work'), '0', 'the work was rolled back');
+zk_restart_node($zk, 1);
+ok(poll_session($sb, claim_sql('report', $S3), 't', timeout => 60),
+	'after ZooKeeper is back the slot is open: b claims it');
+ok(poll_session($sa, claim_sql('report', $S3), 'f', timeout => 30),
+	'and a sees it taken');
+
+# ---------------------------------------------------------------------------
+note 'ZooKeeper paused during COMMIT: the multi-op\'s answer is lost';
+
+# The worker sends the multi-op to a frozen server and gives up on the
+# connection; the server may still apply it when it resumes.  The commit
+# fails either way, and the worker deletes the node (it carries the
+# claim's nonce) once it can: the slot opens again.
+my $S5 = '2026-03-01 13:00+00';
+$sa->query_ok('BEGIN');
+is($sa->query_ok(claim_sql('report', $S5)), 't', 'a claims a fourth slot');
+$sa->query_ok("INSERT INTO work VALUES ('S5')");
+$zk->pause_node(1);
+($out, $err) = $sa->query('COMMIT');
+$zk->resume_node(1);
+is(sqlstate($err), '40001', 'COMMIT fails with 40001');
+is($sa->query_ok('SELECT count(*) FROM work'), '0', 'the work was rolled back');
+ok(poll_session($sb, claim_sql('report', $S5), 't', timeout => 60),
+	'the slot opens again: b claims it');
+note 'a\'s worker ' . ($pa->log_contains('zklock reopened job claim')
+	? 'deleted the final node the multi-op had made' : 'found nothing to reopen');
+
+# ---------------------------------------------------------------------------
+note 'zklock.claim_retention removes old final claims';
+
+my $old = '2020-01-01 00:00+00';
+my $future = $pa->safe_psql('postgres',
+	"SELECT date_trunc('hour', now() + interval '1 day')");
+ok(poll_session($sa, claim_sql('old-job', $old), 't', timeout => 30),
+	'a claims a slot long past');
+is($sa->query_ok(claim_sql('old-job', $future)), 't', 'and a slot tomorrow');
+is(scalar @{ $claims_of->('old-job') }, 2, 'both claims exist');
+is($sb->query_ok(claim_sql('b-only', $old)), 't',
+	'b claims a slot long past of a job a never claimed');
+$pa->safe_psql('postgres', "ALTER SYSTEM SET zklock.claim_retention = '2s'");
+$pa->reload;
+ok( poll_until(sub { @{ $claims_of->('old-job') } == 1 }, timeout => 30),
+	'the old final claim is removed (slot and creation older than 2 s)');
+is( $pa->safe_psql('postgres',
+		"SELECT slot = '$future'::timestamptz FROM zk_job_claims('old-job')"),
+	't', 'the claim of a slot to come is kept');
+is_deeply($claims_of->('b-only'), ['2020-01-01T00:00:00Z'],
+	'a job never claimed from the sweeping instance is not swept by it');
+
+$_->quit foreach ($sa, $sb);
+$_->stop foreach ($pa, $pb);
+done_testing();
