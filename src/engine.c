@@ -236,8 +236,14 @@ zk_session(void)
 bool
 zk_is_connection_loss(int rc)
 {
+	/*
+	 * ZRUNTIMEINCONSISTENCY: the client failed the calls it had sent when
+	 * a reply on a new connection did not match them (a send that failed
+	 * closed the old one without failing them); the server may have done
+	 * them.
+	 */
 	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT ||
-		rc == ZSESSIONMOVED;
+		rc == ZSESSIONMOVED || rc == ZRUNTIMEINCONSISTENCY;
 }
 
 /* The SQLSTATE for a request ZooKeeper refused with rc. */
@@ -583,6 +589,7 @@ watch(ZkPart *p, const char *path, bool children)
 		strcmp(p->watch_path, path) == 0)
 		return;
 	unwatch(p);
+	p->watch_fired = false;
 	memset(&key, 0, sizeof(key));
 	key.children = children;
 	strlcpy(key.path, path, sizeof(key.path));
@@ -598,13 +605,12 @@ watch(ZkPart *p, const char *path, bool children)
 }
 
 /*
- * Remove our watch on key's path from the client and the server.  All
- * watches of the path, which are ours alone (one watcher per path): only
+ * Remove our watch on key's path from the client and the server: all
+ * watches of the path, which are ours alone (one watcher per path).  Only
  * that removal reaches the server; removing one watcher of a path only
- * checks the server has the watch and leaves it there until it fires.
- * The client refuses (ZNOWATCHER) while the call that sets the watch is
- * still on its way; process_call() then removes it when that call's answer
- * comes.
+ * checks the server has the watch and leaves it there until it fires.  It
+ * is sent even while the call that sets the watch is still out: the
+ * server applies both in order.
  */
 static void
 remove_watch(const ZkWatchKey *key)
@@ -631,6 +637,7 @@ unwatch(ZkPart *p)
 	ZkWatchKey	key;
 	ZkWatch    *w;
 
+	p->watch_fired = false;
 	if (p->watch_path == NULL)
 		return;
 	memset(&key, 0, sizeof(key));
@@ -1688,7 +1695,14 @@ process_call(ZkCall *c)
 {
 	ZkPart	   *p = c->part;
 
-	/* a watch set for a part that no longer wants it: remove it now */
+	/*
+	 * A watch this call set that the registry no longer has.  If the
+	 * part's previous watch on the path fired while this call was out, the
+	 * part decides from this answer and relies on the watch it set: take
+	 * it on.  Otherwise nobody wants it: make sure it is removed (the
+	 * part's unwatch() may have sent the removal already, which the server
+	 * then applied after this call).
+	 */
 	if (c->watch_set)
 	{
 		ZkWatchKey	key;
@@ -1697,7 +1711,13 @@ process_call(ZkCall *c)
 		key.children = (c->r.type == ZKC_LIST);
 		strlcpy(key.path, c->path, sizeof(key.path));
 		if (hash_search(watches, &key, HASH_FIND, NULL) == NULL)
-			remove_watch(&key);
+		{
+			if (c->gen == p->gen && !p->dead && !p->dropping &&
+				p->watch_path == NULL && p->watch_fired)
+				watch(p, c->path, key.children);
+			else
+				remove_watch(&key);
+		}
 	}
 
 	/* p->calls still counts this call: nothing frees p meanwhile */
@@ -1753,6 +1773,7 @@ process_fired(ZkFired *f)
 
 		pfree(p->watch_path);
 		p->watch_path = NULL;
+		p->watch_fired = true;
 		p->need_eval = true;
 		if (p->group >= 0 || p->holds || has_entries(p) || p->dropping)
 			advance(p);

@@ -130,6 +130,7 @@ struct ZkPart
 	/* the watch this part relies on */
 	char	   *watch_path;
 	bool		watch_children;
+	bool		watch_fired;	/* it fired and the part set none since */
 	dlist_node	watch_link;
 
 	/* for the driver */

@@ -74,6 +74,15 @@
 
 #define SESSION_FILE "zklock.session"
 
+/* How often the client may look up zklock.hosts' names again (ms). */
+#define RESOLVE_DELAY_MS	5000
+
+/* After the client gave up a connection, wait this long before the next (ms). */
+#define INTEREST_RETRY_MS	50
+
+/* While the credentials file cannot be used, read it again this often (ms). */
+#define AUTH_RETRY_MS		30000
+
 zhandle_t  *zk_zh = NULL;
 
 static bool connected = false;
@@ -85,7 +94,7 @@ static char *session_hosts = NULL;	/* zklock.hosts the session uses */
 static char *session_auth_file = NULL;	/* zklock.auth_file of the session */
 static char *session_auth = NULL;	/* the credentials read from it, or "" */
 static bool authenticated = false;	/* session_auth was sent */
-static bool auth_blocked = false;	/* the file is unusable: wait for reload */
+static bool auth_blocked = false;	/* the file is unusable: try it later */
 static TimestampTz confirmed_at = 0;
 static TimestampTz next_probe_at = 0;
 /* why the session is lost, a sentence; set by the watcher, acted on later */
@@ -537,8 +546,11 @@ open_handle(const clientid_t *cid)
 					(errcode(ERRCODE_CONFIG_FILE_ERROR),
 					 errmsg("zklock is not connecting to ZooKeeper"),
 					 errdetail("The file named by zklock.auth_file cannot be used."),
-					 errhint("Fix the file, then reload the configuration.")));
+					 errhint("Fix the file; zklock reads it again every %d seconds and on reload.",
+							 AUTH_RETRY_MS / 1000)));
 			auth_blocked = true;
+			reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													AUTH_RETRY_MS);
 			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 			return;
 		}
@@ -565,6 +577,8 @@ open_handle(const clientid_t *cid)
 		return;
 	}
 	zoo_set_log_callback(zk_zh, client_log);
+	/* look the hosts up again at most every few seconds, not every turn */
+	zoo_set_servers_resolution_delay(zk_zh, RESOLVE_DELAY_MS);
 	if (cid == NULL)
 		add_auth();
 	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
@@ -773,7 +787,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	int			io = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (zk_zh == NULL && !auth_blocked && now >= reopen_at)
+	if (zk_zh == NULL && now >= reopen_at)
 		open_handle(NULL);
 
 	if (ending_old && (end_old_now || now >= end_old_deadline))
@@ -804,14 +818,17 @@ zk_session_wait(long timeout_ms, const char **why)
 		else if (rc != ZOK)
 		{
 			/*
-			 * The client gave up its connection (e.g. nothing heard for
-			 * two thirds of the timeout, after the worker was stopped) and
-			 * closed the socket it has just told us of.  Wait on nothing:
-			 * the next call connects again.
+			 * The client gave up its connection (nothing heard for two
+			 * thirds of the timeout, after the worker was stopped; a ping
+			 * it could not send; no address for zklock.hosts) and may have
+			 * closed the socket it has just told us of.  Wait on no socket,
+			 * briefly, then let the client read what it can (finding a
+			 * reset connection) and connect again.
 			 */
 			fd = -1;
 			tv.tv_sec = 0;
-			tv.tv_usec = 0;
+			tv.tv_usec = INTEREST_RETRY_MS * 1000L;
+			io = ZOOKEEPER_READ;
 		}
 	}
 

@@ -841,7 +841,7 @@ note '4. zklock.auth_file unusable: the worker does not connect';
 		qr/LOG:  zklock credentials file "\Q$file\E" has group or world access\n.*DETAIL:  The file has permissions 0644; it must have permissions u=rw \(0600\) or less\.\n.*HINT:  Run "chmod 0600 \Q$file\E", then reload the configuration\./,
 		'the log names the file, its mode and the chmod to run');
 	like($log,
-		qr/LOG:  zklock is not connecting to ZooKeeper\n.*DETAIL:  The file named by zklock.auth_file cannot be used\.\n.*HINT:  Fix the file, then reload the configuration\./,
+		qr/LOG:  zklock is not connecting to ZooKeeper\n.*DETAIL:  The file named by zklock.auth_file cannot be used\.\n.*HINT:  Fix the file; zklock reads it again every 30 seconds and on reload\./,
 		'... and that the worker does not connect');
 
 	my $s = ZkLockTest::Session->new($node);
