@@ -190,6 +190,9 @@ extern const ZkDriver zk_semaphore_driver;
 extern const ZkDriver zk_semaphore_entry_driver;
 extern const ZkDriver zk_latch_driver;
 extern const ZkDriver zk_list_driver;
+extern const ZkDriver zk_barrier_set_driver;
+extern const ZkDriver zk_barrier_remove_driver;
+extern const ZkDriver zk_barrier_wait_driver;
 
 /* the leader latch (recipes/leader.c): the instance's groups */
 extern void zk_leader_init(void);
@@ -207,6 +210,7 @@ extern void zk_call_create(ZkPart *p, int tag, const char *path,
 extern void zk_call_list(ZkPart *p, int tag, const char *path, bool watch);
 extern void zk_call_get(ZkPart *p, int tag, const char *path, bool watch);
 extern void zk_call_exists(ZkPart *p, int tag, const char *path);
+extern void zk_call_exists_watch(ZkPart *p, int tag, const char *path);
 extern void zk_call_delete(ZkPart *p, int tag, const char *path, int version);
 extern void zk_call_set(ZkPart *p, int tag, const char *path,
 						const char *data, int version);
@@ -236,6 +240,7 @@ extern const char *zk_node_of(const char *path);
 extern int	zk_refusal_errcode(int rc);
 extern bool zk_is_connection_loss(int rc);
 extern bool zk_is_ours(const struct Stat *stat);
+extern void zk_parents_gone(const char *path);
 extern int	zk_list_participants(const ZkResult *r, bool (*counts) (ZkForm),
 								 ZkNodeRef **nodes);
 

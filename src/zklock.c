@@ -113,6 +113,10 @@ zk_kind_name(ZkKind kind)
 			return "semaphore";
 		case ZK_KIND_SEMAPHORE_ENTRY:
 			return "semaphore entry lock";
+		case ZK_KIND_BARRIER_SET:
+		case ZK_KIND_BARRIER_REMOVE:
+		case ZK_KIND_BARRIER_WAIT:
+			return "barrier";
 		default:
 			break;
 	}
@@ -135,6 +139,12 @@ zk_kind_verb(ZkKind kind)
 			return "acquire a lease of semaphore";
 		case ZK_KIND_SEMAPHORE_ENTRY:
 			return "enter semaphore";
+		case ZK_KIND_BARRIER_SET:
+			return "set barrier";
+		case ZK_KIND_BARRIER_REMOVE:
+			return "remove barrier";
+		case ZK_KIND_BARRIER_WAIT:
+			return "wait on barrier";
 		default:
 			break;
 	}
