@@ -36,6 +36,13 @@ my $sb = ZkLockTest::Session->new($pb);
 
 sub watches { return zk_watch_count($zk, 1); }
 
+# Wait until the server's watch count is $want; true when it got there.
+sub watches_become
+{
+	my ($want) = @_;
+	return poll_until(sub { watches() == $want });
+}
+
 # The sessions of the two instances' workers, as wchp prints them.
 sub hexid { my ($id) = @_; $id =~ s/^0x0*//i; return lc $id; }
 my %zklock_session;
