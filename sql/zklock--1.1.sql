@@ -291,3 +291,25 @@ COMMENT ON FUNCTION zk_job_claims(text) IS
 'the claims of a job in ZooKeeper, oldest slot first';
 REVOKE ALL ON FUNCTION @extschema@.zk_job_claims(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.zk_job_claims(text) TO pg_monitor;
+
+----------------------------------------------------------------------------
+-- Barrier: Apache Curator's DistributedBarrier, the persistent node
+-- <zklock.root>/<name>.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_barrier_set(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_barrier_set(text) IS
+'set a zklock barrier; true if this call set it, false if it was set already';
+REVOKE ALL ON FUNCTION @extschema@.zk_barrier_set(text) FROM PUBLIC;
+
+CREATE FUNCTION zk_barrier_remove(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_barrier_remove(text) IS
+'remove a zklock barrier; true if this call removed it, false if it was not set';
+REVOKE ALL ON FUNCTION @extschema@.zk_barrier_remove(text) FROM PUBLIC;
+
+CREATE FUNCTION zk_barrier_wait(name text, timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_barrier_wait(text, integer) IS
+'wait until a zklock barrier is not set; true then, false on timeout';
+REVOKE ALL ON FUNCTION @extschema@.zk_barrier_wait(text, integer) FROM PUBLIC;

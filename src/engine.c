@@ -191,6 +191,9 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_LATCH] = &zk_latch_driver,
 	[ZK_KIND_JOB_CLAIM] = &zk_claim_driver,
 	[ZK_KIND_LIST] = &zk_list_driver,
+	[ZK_KIND_BARRIER_SET] = &zk_barrier_set_driver,
+	[ZK_KIND_BARRIER_REMOVE] = &zk_barrier_remove_driver,
+	[ZK_KIND_BARRIER_WAIT] = &zk_barrier_wait_driver,
 };
 
 /* Call a hook (init, reload, run, exit) of every driver that has it. */
@@ -542,6 +545,8 @@ stat_done(int rc, const struct Stat *stat, const void *data)
 {
 	ZkCall	   *c = (ZkCall *) data;
 
+	/* exists sets its watch on a node that does not exist too */
+	c->watch_set = c->watched && (rc == ZOK || rc == ZNONODE);
 	if (rc == ZOK && stat)
 	{
 		c->r.stat = *stat;
@@ -737,6 +742,20 @@ zk_call_exists(ZkPart *p, int tag, const char *path)
 	ZkCall	   *c = new_call(p, ZKC_EXISTS, tag, path);
 
 	sent(c, zoo_aexists(zk_zh, path, 0, stat_done, c));
+}
+
+/*
+ * exists with a data watch: it fires when the node is created, changed or
+ * deleted (set whether the node exists or not).
+ */
+void
+zk_call_exists_watch(ZkPart *p, int tag, const char *path)
+{
+	ZkCall	   *c = new_call(p, ZKC_EXISTS, tag, path);
+
+	watch(p, path, false);
+	c->watched = true;
+	sent(c, zoo_awexists(zk_zh, path, engine_watcher, NULL, stat_done, c));
 }
 
 void

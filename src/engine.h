@@ -204,6 +204,9 @@ extern const ZkDriver zk_semaphore_entry_driver;
 extern const ZkDriver zk_latch_driver;
 extern const ZkDriver zk_list_driver;
 extern const ZkDriver zk_claim_driver;
+extern const ZkDriver zk_barrier_set_driver;
+extern const ZkDriver zk_barrier_remove_driver;
+extern const ZkDriver zk_barrier_wait_driver;
 
 /* job claims (recipes/claim.c): listings, retention, reopening */
 #define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
@@ -221,6 +224,7 @@ extern void zk_call_create(ZkPart *p, int tag, const char *path,
 extern void zk_call_list(ZkPart *p, int tag, const char *path, bool watch);
 extern void zk_call_get(ZkPart *p, int tag, const char *path, bool watch);
 extern void zk_call_exists(ZkPart *p, int tag, const char *path);
+extern void zk_call_exists_watch(ZkPart *p, int tag, const char *path);
 extern void zk_call_delete(ZkPart *p, int tag, const char *path, int version);
 extern void zk_call_set(ZkPart *p, int tag, const char *path,
 						const char *data, int version);

@@ -116,6 +116,10 @@ zk_kind_name(ZkKind kind)
 			return "semaphore entry lock";
 		case ZK_KIND_JOB_CLAIM:
 			return "job claim";
+		case ZK_KIND_BARRIER_SET:
+		case ZK_KIND_BARRIER_REMOVE:
+		case ZK_KIND_BARRIER_WAIT:
+			return "barrier";
 		default:
 			break;
 	}
@@ -140,6 +144,12 @@ zk_kind_verb(ZkKind kind)
 			return "enter semaphore";
 		case ZK_KIND_JOB_CLAIM:
 			return "claim job";
+		case ZK_KIND_BARRIER_SET:
+			return "set barrier";
+		case ZK_KIND_BARRIER_REMOVE:
+			return "remove barrier";
+		case ZK_KIND_BARRIER_WAIT:
+			return "wait on barrier";
 		default:
 			break;
 	}

@@ -1,8 +1,8 @@
 /*
  * CuratorDriver.java
  *    A peer for zklock's interoperability test (test/t/050_interop.pl):
- *    Apache Curator's lock recipes and LeaderLatch, driven line by line
- *    on standard input.
+ *    Apache Curator's lock recipes, LeaderLatch and DistributedBarrier,
+ *    driven line by line on standard input.
  *
  * Usage: java -cp <curator and zookeeper jars>:<dir> CuratorDriver CONNECT
  *
@@ -30,6 +30,10 @@
  *                                         current leader's id (getLeader(),
  *                                         the leader node's data; "" if none)
  *   TAG latch-close                       leave the election
+ *   TAG barrier-set PATH                  DistributedBarrier(PATH)
+ *   TAG barrier-remove PATH                   .setBarrier(), .removeBarrier()
+ *   TAG barrier-wait PATH TIMEOUT_MS          .waitOnBarrier(): ok once the
+ *                                         barrier is not set
  *   quit                                  close the session and exit
  *
  * End of input counts as quit.  Answers "TAG error ..." for a release
@@ -47,6 +51,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.barriers.DistributedBarrier;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
@@ -176,6 +181,23 @@ public class CuratorDriver
 					return "error no latch";
 				l.close();
 				return "ok";
+			}
+			case "barrier-set":
+				new DistributedBarrier(client, w[2]).setBarrier();
+				return "ok";
+			case "barrier-remove":
+				new DistributedBarrier(client, w[2]).removeBarrier();
+				return "ok";
+			case "barrier-wait":
+			{
+				DistributedBarrier b = new DistributedBarrier(client, w[2]);
+				long ms = Long.parseLong(w[3]);
+				if (ms < 0)
+				{
+					b.waitOnBarrier();
+					return "ok";
+				}
+				return b.waitOnBarrier(ms, TimeUnit.MILLISECONDS) ? "ok" : "timeout";
 			}
 			default:
 				return "error unknown command " + w[1];
