@@ -1,4 +1,4 @@
-# 088_barrier.pl
+# 089_barrier.pl
 #    The barrier (zk_barrier_set, zk_barrier_remove, zk_barrier_wait), the
 #    node Curator's DistributedBarrier uses: two PostgreSQL instances and a
 #    real Curator on one ZooKeeper.  A wait on one instance ends when the
