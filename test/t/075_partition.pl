@@ -117,7 +117,8 @@ is($hx->query_ok("SELECT zk_lock_acquire_xact('px')"), 't',
 	'A acquires px in an open transaction');
 $hx->query_ok('CREATE TABLE px_work (x int)');
 
-ok(zk_session_alive($zk, $leader, $sid_a), "the leader tracks A's session");
+ok(poll_until(sub { zk_session_alive($zk, $leader, $sid_a) }, timeout => 10),
+	"the leader tracks A's session");
 
 # ===========================================================================
 note 'F is cut off; B takes p and px once the majority expired A';
