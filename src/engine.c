@@ -22,8 +22,9 @@
  *	  listings) drive their part with the engine's calls from step().
  *
  * Local hand-off (zklock.local_handoff).  All backends of the instance
- * share one part per lock (the drivers with "cohort"): when our node holds, the engine grants it
- * to the instance's waiting requests one after another (readers together)
+ * share one part per lock (the drivers with "cohort": the exclusive lock,
+ * the write lock, the semaphore's entry mutex): when our node holds, the
+ * engine grants it to the instance's waiting requests one after another
  * without going back to ZooKeeper, and may keep a released node for
  * zklock.retain_time in case a backend asks again.  A holding part watches
  * its parent's children; once a contender of another instance or client
@@ -108,6 +109,7 @@ typedef struct ZkOp
 	ZkPart	   *part;			/* serving it, or NULL */
 	dlist_node	link;			/* in part's holders or waiters */
 	bool		holder;
+	bool		queued_local;	/* shown as queued behind its part's node */
 } ZkOp;
 
 /* A call sent and not yet processed. */
@@ -768,6 +770,7 @@ attach(ZkPart *p, int id)
 
 	op->part = p;
 	op->holder = false;
+	op->queued_local = false;
 	dlist_push_tail(&p->waiters, &op->link);
 }
 
@@ -1307,13 +1310,28 @@ advance(ZkPart *p)
 		free_part(p);
 		return;
 	}
+
+	/*
+	 * A node no longer needed is deleted at once, even while other calls of
+	 * the part (a listing, a check) are in flight: their answers no longer
+	 * matter, and a later request of the instance, or a contender elsewhere,
+	 * must not find the node in its way.
+	 */
+	if (p->dropping && !has_entries(p) && p->phase == NODE_EXISTS &&
+		zk_connected())
+	{
+		char		path[ZK_PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+		p->phase = NODE_DELETING;
+		zk_call_delete(p, T_DELETE, path, -1);
+		return;
+	}
 	if (p->inflight > 0)
 		return;
 
 	if (p->dropping && !has_entries(p))
 	{
-		char		path[ZK_PATH_MAX];
-
 		switch (p->phase)
 		{
 			case NODE_NONE:
@@ -1330,13 +1348,7 @@ advance(ZkPart *p)
 				}
 				return;
 			case NODE_EXISTS:
-				if (zk_connected())
-				{
-					snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
-					p->phase = NODE_DELETING;
-					zk_call_delete(p, T_DELETE, path, -1);
-				}
-				return;
+				return;			/* deleted above once connected */
 		}
 	}
 
@@ -1416,6 +1428,27 @@ cohort_update(ZkPart *p)
 	}
 	if (p->evaluated)
 		zk_part_would_block(p);
+
+	/*
+	 * Waiters the part will grant queue behind its node: show it (zk_locks),
+	 * and so they wait through a ZooKeeper outage like a waiter with a node
+	 * of its own, instead of failing for want of a session.
+	 */
+	if (p->holds && !p->closed)
+	{
+		dlist_iter	it;
+
+		dlist_foreach(it, &p->waiters)
+		{
+			ZkOp	   *op = dlist_container(ZkOp, link, it.cur);
+
+			if (!op->queued_local)
+			{
+				zk_set_node(op - ops, p->node, p->node);
+				op->queued_local = true;
+			}
+		}
+	}
 
 	if (p->closed && !dlist_is_empty(&p->waiters))
 	{

@@ -151,13 +151,18 @@ entry_step(ZkPart *p, const ZkResult *r)
 	check_step(p, r, lock_counts, "lock");
 }
 
-/* The lock family's drivers differ only in kind, node form and sharing. */
+/*
+ * The lock family's drivers differ only in kind, node form and sharing.
+ * Exclusive kinds hand the lock on within the instance (engine.c, local
+ * hand-off); readers do not: each has its own node, as in Curator, so that
+ * a reader arriving after a waiting writer queues behind it.
+ */
 #define LOCK_FAMILY_DRIVER(k, f, sh, dec) \
 { \
 	.kind = (k), \
 	.suffix = "", \
 	.form = (f), \
-	.cohort = true, \
+	.cohort = !(sh), \
 	.shared = (sh), \
 	.counts = lock_counts, \
 	.decide = (dec), \
