@@ -120,6 +120,7 @@ typedef struct ZkCall
 	uint32		gen;			/* the part's generation when sent */
 	ZkResult	r;
 	char	   *path;			/* what was asked (turn memory not needed) */
+	bool		watched;		/* a listing that set a child watch */
 } ZkCall;
 
 /* A watch that fired. */
@@ -204,6 +205,7 @@ zk_driver_suffix(ZkKind kind)
 static void seq_evaluate(ZkPart *p, const ZkResult *r);
 static void cohort_update(ZkPart *p);
 static void unwatch(ZkPart *p);
+static void unwatch_ex(ZkPart *p, bool tell_server);
 static void free_part(ZkPart *p);
 
 /* ---- small helpers ---- */
@@ -587,6 +589,17 @@ watch(ZkPart *p, const char *path, bool children)
 static void
 unwatch(ZkPart *p)
 {
+	unwatch_ex(p, true);
+}
+
+/*
+ * unwatch(), telling the server only when tell_server: a caller that is
+ * about to delete a child of the watched parent lets that delete fire the
+ * watch instead of removing it with a request of its own.
+ */
+static void
+unwatch_ex(ZkPart *p, bool tell_server)
+{
 	ZkWatchKey	key;
 	ZkWatch    *w;
 
@@ -603,7 +616,7 @@ unwatch(ZkPart *p)
 	{
 		hash_search(watches, &key, HASH_REMOVE, NULL);
 		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
-		if (zk_connected())
+		if (tell_server && zk_connected())
 		{
 			ZkCall	   *c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key.path);
 
@@ -670,6 +683,7 @@ zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
 	if (with_watch)
 	{
 		watch(p, path, true);
+		c->watched = true;
 		sent(c, zoo_awget_children(zk_zh, path, engine_watcher, NULL,
 								   strings_done, c));
 	}
@@ -998,7 +1012,11 @@ zk_part_drop(ZkPart *p)
 	close_part(p);
 	p->dropping = true;
 	p->retain_until = 0;
-	unwatch(p);
+	/* a watch on our node's parent: the delete of our node fires it */
+	unwatch_ex(p, !(p->phase == NODE_EXISTS && !has_entries(p) &&
+					p->watch_path && p->watch_children &&
+					strcmp(p->watch_path, p->parent) == 0 &&
+					zk_connected()));
 	advance(p);
 }
 
@@ -1026,7 +1044,7 @@ seq_create(ZkPart *p)
 	p->checked = (d->begin == NULL);
 	if (d->begin)
 		d->begin(p);
-	zk_call_list(p, T_LIST, p->parent, d->watch_children);
+	zk_call_list(p, T_LIST, p->parent, d->watch_children || p->cohort);
 	pfree(data);
 }
 
@@ -1034,8 +1052,7 @@ seq_create(ZkPart *p)
 static void
 seq_list(ZkPart *p)
 {
-	bool		with_watch = p->driver->watch_children ||
-		(p->holds && p->cohort);
+	bool		with_watch = p->driver->watch_children || p->cohort;
 
 	zk_call_list(p, T_LIST, p->parent, with_watch);
 }
@@ -1066,6 +1083,23 @@ zk_list_participants(const ZkResult *r, bool (*counts) (ZkForm),
 	return n;
 }
 
+/*
+ * Of a holding part: does a participant after ours (nodes[self]) wait for
+ * it?  Then note since when, once.
+ */
+static void
+note_contenders(ZkPart *p, ZkNodeRef *nodes, int n, int self)
+{
+	const ZkDriver *d = p->driver;
+
+	for (int i = self + 1; i < n && d->blocks && p->contended_since == 0; i++)
+		if (d->blocks(d->form, nodes[i].parsed.form))
+		{
+			p->contended_since = GetCurrentTimestamp();
+			p->local_grants = 0;
+		}
+}
+
 /* A listing of the parent arrived while our node exists: decide. */
 static void
 seq_evaluate(ZkPart *p, const ZkResult *r)
@@ -1093,12 +1127,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	if (p->holds)
 	{
 		/* is someone of another instance or client waiting for us? */
-		for (int i = self + 1; i < n && d->blocks && p->contended_since == 0; i++)
-			if (d->blocks(d->form, nodes[i].parsed.form))
-			{
-				p->contended_since = GetCurrentTimestamp();
-				p->local_grants = 0;
-			}
+		note_contenders(p, nodes, n, self);
 		cohort_update(p);
 		return;
 	}
@@ -1108,18 +1137,23 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	if (w == ZK_HOLDS)
 	{
 		p->holds = true;
-		unwatch(p);
+		if (p->cohort)
+		{
+			/*
+			 * Every listing of a cohort part watches the parent's children
+			 * (this one too, unless it fired since: then need_eval lists
+			 * again): contenders that queue from now on are seen.
+			 */
+			note_contenders(p, nodes, n, self);
+		}
+		else
+			unwatch(p);
 		if (d->revocable)
 		{
 			char		path[ZK_PATH_MAX];
 
 			snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
 			zk_call_get(p, T_OWNDATA, path, true);
-		}
-		if (p->cohort)
-		{
-			p->need_eval = true;	/* look for contenders, with a watch */
-			seq_list(p);
 		}
 		zk_part_grant(p);
 		return;
@@ -1135,6 +1169,16 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	{
 		zk_part_wait_on(p, NULL);
 		return;					/* the listing set that watch */
+	}
+	if (p->cohort)
+	{
+		/*
+		 * The listing watches the children, which change when the node we
+		 * wait for goes: no watch on that node (one part per lock and
+		 * instance, so no herd), and no watch to swap when ours holds.
+		 */
+		zk_part_wait_on(p, nodes[w].name);
+		return;
 	}
 	{
 		char		path[ZK_PATH_MAX];
@@ -1603,6 +1647,18 @@ process_call(ZkCall *c)
 	if (c->gen == p->gen && !p->dead)
 	{
 		p->inflight--;
+
+		/*
+		 * A child watch that fired before this listing's answer came was
+		 * set by an earlier call (the server sends a notification before
+		 * the answer of any later request): it took the part's interest in
+		 * the watch along, but the watch this listing set is armed.  Note
+		 * the interest again, or the notification of that watch would find
+		 * nobody.
+		 */
+		if (c->watched && c->r.rc == ZOK && p->watch_path == NULL &&
+			!p->dropping)
+			watch(p, c->path, true);
 		if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
 			zk_part_fail(p, ERRCODE_OUT_OF_MEMORY,
 						 "The zklock worker ran out of memory.");
