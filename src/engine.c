@@ -26,12 +26,13 @@
  * the write lock, the semaphore's entry mutex): when our node holds, the
  * engine grants it to the instance's waiting requests one after another
  * without going back to ZooKeeper, and may keep a released node for
- * zklock.retain_time in case a backend asks again.  A holding part watches
+ * zklock.retain_time in case a backend asks again.  A cohort part watches
  * its parent's children; once a contender of another instance or client
- * waits behind it, at most zklock.handoff_limit more grants or
- * zklock.handoff_time later the part closes: it grants no more, its node
- * goes when its holders are done, and the remaining local requests queue
- * again behind the contender with a fresh node.  Safety is unchanged: the
+ * waits behind it, the requests of the instance queued before it are still
+ * granted, but at most zklock.handoff_limit later ones (and none after
+ * zklock.handoff_time): then the part closes, grants no more, its node goes
+ * when its holders are done, and the remaining local requests queue again
+ * behind the contender with a fresh node.  Safety is unchanged: the
  * instance holds the lock in ZooKeeper whenever any of its backends does,
  * and the worker alone decides, so local grants exclude each other as
  * ZooKeeper's grants do.  Fencing tokens stay strictly increasing in grant
@@ -788,6 +789,18 @@ attach(ZkPart *p, int id)
 	dlist_push_tail(&p->waiters, &op->link);
 }
 
+/*
+ * Did the request of op come after the part saw a contender elsewhere?
+ * Granting it locally then lets it overtake that contender.  (The request
+ * time is fixed while the entry is in use.)
+ */
+static bool
+overtakes(ZkPart *p, ZkOp *op)
+{
+	return p->contended_since != 0 &&
+		ZK_ENTRY(op - ops)->requested_at >= p->contended_since;
+}
+
 static void
 grant(ZkPart *p, ZkOp *op)
 {
@@ -798,7 +811,7 @@ grant(ZkPart *p, ZkOp *op)
 		token |= p->grants;
 	if (p->grants > 0)
 		pg_atomic_fetch_add_u64(&zk_shared->n_local_grants, 1);
-	if (p->contended_since != 0)
+	if (overtakes(p, op))
 		p->local_grants++;
 	p->grants++;
 	dlist_delete(&op->link);
@@ -1434,13 +1447,16 @@ advance(ZkPart *p)
 /* ---- local hand-off ---- */
 
 /*
- * Has the part handed the lock on long enough while someone elsewhere
- * waits for it?
+ * May the part grant op's request, or has it handed the lock on long
+ * enough while someone elsewhere waits for it?  Requests of the instance
+ * that were queued before the contender was seen are granted first, as
+ * they would be with a node each; later ones may overtake it at most
+ * zklock.handoff_limit times, and not after zklock.handoff_time.
  */
 static bool
-handoff_exhausted(ZkPart *p)
+handoff_exhausted(ZkPart *p, ZkOp *op)
 {
-	return p->contended_since != 0 &&
+	return overtakes(p, op) &&
 		(p->local_grants >= zklock_handoff_limit ||
 		 TimestampDifferenceExceeds(p->contended_since, GetCurrentTimestamp(),
 									zklock_handoff_time));
@@ -1462,7 +1478,7 @@ cohort_update(ZkPart *p)
 
 		if (!d->shared && p->nholders > 0)
 			break;
-		if ((p->grants > 0 && handoff_exhausted(p)) ||
+		if ((p->grants > 0 && handoff_exhausted(p, op)) ||
 			p->grants >= MAX_NODE_GRANTS || p->revoke_requested)
 		{
 			close_part(p);
