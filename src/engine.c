@@ -205,6 +205,7 @@ zk_driver_suffix(ZkKind kind)
 
 static void seq_evaluate(ZkPart *p, const ZkResult *r);
 static void cohort_update(ZkPart *p);
+static void need_contention_watch(ZkPart *p);
 static void unwatch(ZkPart *p);
 static void unwatch_ex(ZkPart *p, bool tell_server);
 static void free_part(ZkPart *p);
@@ -1055,9 +1056,9 @@ seq_create(ZkPart *p)
 				   ZOO_EPHEMERAL_SEQUENTIAL, e == NULL || !e->known);
 	/* the driver's check follows every create of our node */
 	p->checked = (d->begin == NULL);
-	if (d->begin)
+	if (d->begin && d->precheck == NULL)
 		d->begin(p);
-	zk_call_list(p, T_LIST, p->parent, d->watch_children || p->cohort);
+	zk_call_list(p, T_LIST, p->parent, d->watch_children);
 	pfree(data);
 }
 
@@ -1094,6 +1095,24 @@ zk_list_participants(const ZkResult *r, bool (*counts) (ZkForm),
 	}
 	zk_sort_nodes(*nodes, n);
 	return n;
+}
+
+/*
+ * A holding cohort part needs to see contenders elsewhere only while it
+ * has local requests to hand the lock to, or keeps its node for them
+ * (retention): then it lists its parent again with a child watch, unless
+ * it has one.  Otherwise its node goes at release anyway, and an
+ * uncontended acquire costs no watch.
+ */
+static void
+need_contention_watch(ZkPart *p)
+{
+	if (p->watch_path == NULL && p->holds && !p->closed && !p->dropping &&
+		(!dlist_is_empty(&p->waiters) || p->retain_until != 0))
+	{
+		p->need_eval = true;
+		advance(p);
+	}
 }
 
 /*
@@ -1151,14 +1170,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	{
 		p->holds = true;
 		if (p->cohort)
-		{
-			/*
-			 * Every listing of a cohort part watches the parent's children
-			 * (this one too, unless it fired since: then need_eval lists
-			 * again): contenders that queue from now on are seen.
-			 */
 			note_contenders(p, nodes, n, self);
-		}
 		else
 			unwatch(p);
 		if (d->revocable)
@@ -1169,6 +1181,8 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 			zk_call_get(p, T_OWNDATA, path, true);
 		}
 		zk_part_grant(p);
+		if (p->cohort && !p->dead)
+			need_contention_watch(p);
 		return;
 	}
 
@@ -1186,11 +1200,14 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	if (p->cohort)
 	{
 		/*
-		 * The listing watches the children, which change when the node we
-		 * wait for goes: no watch on that node (one part per lock and
-		 * instance, so no herd), and no watch to swap when ours holds.
+		 * Wait for a change of the children, which comes when the node we
+		 * wait for goes (one part per lock and instance, so no herd); the
+		 * same watch shows contenders once ours holds.  The first listing
+		 * has no watch (an uncontended acquire needs none): list again.
 		 */
 		zk_part_wait_on(p, nodes[w].name);
+		if (p->watch_path == NULL)
+			p->need_eval = true;
 		return;
 	}
 	{
@@ -1270,6 +1287,14 @@ seq_result(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZOK && p->phase == NODE_EXISTS && p->need_eval)
 			{
 				p->need_eval = false;
+				if (!p->checked && p->driver->precheck && p->inflight == 0)
+				{
+					/* no begin() in flight: does this listing settle it? */
+					if (p->driver->precheck(p, r))
+						p->checked = true;
+					else
+						p->driver->begin(p);
+				}
 				if (p->checked)
 					seq_evaluate(p, r);
 				else
@@ -1533,8 +1558,11 @@ cohort_update(ZkPart *p)
 	{
 		if (p->holds && !p->closed && p->contended_since == 0 &&
 			zklock_retain_time > 0)
+		{
 			p->retain_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														  zklock_retain_time);
+			need_contention_watch(p);
+		}
 		else
 			zk_part_drop(p);
 	}
@@ -1581,6 +1609,8 @@ new_request(int id)
 		attach(p, id);
 		if (p->holds || p->evaluated)
 			cohort_update(p);
+		if (!p->dead)
+			need_contention_watch(p);
 		advance(p);
 		return;
 	}

@@ -167,6 +167,9 @@ struct ZkDriver
 	int			(*decide) (ZkPart *p, ZkNodeRef *nodes, int n, int self);
 	bool		(*blocks) (ZkForm ours, ZkForm theirs);	/* theirs waits for ours */
 	void		(*begin) (ZkPart *p);	/* extra calls with the first create */
+	/* if set: the listing of the parent after our create tells whether
+	 * begin's check is needed at all (false: then begin runs) */
+	bool		(*precheck) (ZkPart *p, const ZkResult *r);
 
 	/* any recipe: results of the driver's own calls (tag > 0); for step
 	 * recipes also (re)starts (r NULL) */
