@@ -26,13 +26,15 @@
  * the write lock, the semaphore's entry mutex): when our node holds, the
  * engine grants it to the instance's waiting requests one after another
  * without going back to ZooKeeper, and may keep a released node for
- * zklock.retain_time in case a backend asks again.  A cohort part watches
- * its parent's children; once a contender of another instance or client
- * waits behind it, the requests of the instance queued before it are still
- * granted, but at most zklock.handoff_limit later ones (and none after
- * zklock.handoff_time): then the part closes, grants no more, its node goes
- * when its holders are done, and the remaining local requests queue again
- * behind the contender with a fresh node.  Safety is unchanged: the
+ * zklock.retain_time in case a backend asks again.  A cohort part that
+ * waits, or holds with local requests to serve or retained, watches its
+ * parent's children; once a contender of another instance or client waits
+ * behind it, the requests of the instance queued before it (before the
+ * last listing that showed no contender) are still granted, but at most
+ * zklock.handoff_limit later ones, and none after zklock.handoff_time:
+ * then the part closes, grants no more, its node goes when its holders are
+ * done, and the remaining local requests queue again behind the contender
+ * with a fresh node.  Safety is unchanged: the
  * instance holds the lock in ZooKeeper whenever any of its backends does,
  * and the worker alone decides, so local grants exclude each other as
  * ZooKeeper's grants do.  Fencing tokens stay strictly increasing in grant
@@ -122,6 +124,7 @@ typedef struct ZkCall
 	ZkResult	r;
 	char	   *path;			/* what was asked (turn memory not needed) */
 	bool		watched;		/* a listing that set a child watch */
+	TimestampTz sent_at;		/* a listing: when it was sent */
 } ZkCall;
 
 /* A watch that fired. */
@@ -182,6 +185,8 @@ static TimestampTz next_reconcile = 0;
 static HASH_SEQ_STATUS reconcile_scan;
 static bool reconcile_scanning = false;
 static int	nparts = 0;
+static TimestampTz answered_list_sent_at = 0;	/* of the listing being
+												 * processed */
 
 static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_LOCK] = &zk_lock_driver,
@@ -682,6 +687,7 @@ zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
 {
 	ZkCall	   *c = new_call(p, ZKC_LIST, tag, path);
 
+	c->sent_at = GetCurrentTimestamp();
 	if (with_watch)
 	{
 		watch(p, path, true);
@@ -1116,20 +1122,28 @@ need_contention_watch(ZkPart *p)
 }
 
 /*
- * Of a holding part: does a participant after ours (nodes[self]) wait for
- * it?  Then note since when, once.
+ * Of a holding part, given a listing of its parent: does a participant
+ * after ours (nodes[self]) wait for it?  The contender may have queued at
+ * any time since the last listing that showed none was sent (the part may
+ * not have watched meanwhile), so that is when it counts as waiting from:
+ * local requests made since then overtake it (see handoff_exhausted).
  */
 static void
 note_contenders(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 {
 	const ZkDriver *d = p->driver;
 
-	for (int i = self + 1; i < n && d->blocks && p->contended_since == 0; i++)
+	if (p->contended_since != 0)
+		return;
+	for (int i = self + 1; i < n && d->blocks; i++)
 		if (d->blocks(d->form, nodes[i].parsed.form))
 		{
-			p->contended_since = GetCurrentTimestamp();
+			p->contended_since = p->clear_at != 0 ? p->clear_at :
+				GetCurrentTimestamp();
 			p->local_grants = 0;
+			return;
 		}
+	p->clear_at = answered_list_sent_at;
 }
 
 /* A listing of the parent arrived while our node exists: decide. */
@@ -1705,6 +1719,7 @@ process_call(ZkCall *c)
 		if (c->watched && c->r.rc == ZOK && p->watch_path == NULL &&
 			!p->dropping)
 			watch(p, c->path, true);
+		answered_list_sent_at = c->sent_at;
 		if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
 			zk_part_fail(p, ERRCODE_OUT_OF_MEMORY,
 						 "The zklock worker ran out of memory.");

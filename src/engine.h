@@ -121,7 +121,9 @@ struct ZkPart
 	bool		closed;			/* grants no more; goes once drained */
 	int			grants;			/* grants on this node so far */
 	int			local_grants;	/* grants while a remote contender waited */
-	TimestampTz contended_since;	/* when a remote contender was seen */
+	TimestampTz contended_since;	/* since when a remote contender may
+									 * have waited (see note_contenders) */
+	TimestampTz clear_at;		/* a listing sent then showed none */
 	TimestampTz retain_until;	/* kept without holders until then */
 	bool		contention_watch;	/* parent's children are watched */
 	bool		revoke_requested;
