@@ -22,15 +22,19 @@
  *	  listings) drive their part with the engine's calls from step().
  *
  * Local hand-off (zklock.local_handoff).  All backends of the instance
- * share one part per lock (the drivers with "cohort"): when our node holds, the engine grants it
- * to the instance's waiting requests one after another (readers together)
+ * share one part per lock (the drivers with "cohort": the exclusive lock,
+ * the write lock, the semaphore's entry mutex): when our node holds, the
+ * engine grants it to the instance's waiting requests one after another
  * without going back to ZooKeeper, and may keep a released node for
- * zklock.retain_time in case a backend asks again.  A holding part watches
- * its parent's children; once a contender of another instance or client
- * waits behind it, at most zklock.handoff_limit more grants or
- * zklock.handoff_time later the part closes: it grants no more, its node
- * goes when its holders are done, and the remaining local requests queue
- * again behind the contender with a fresh node.  Safety is unchanged: the
+ * zklock.retain_time in case a backend asks again.  A cohort part that
+ * waits, or holds with local requests to serve or retained, watches its
+ * parent's children; once a contender of another instance or client waits
+ * behind it, the requests of the instance queued before it (before the
+ * last listing that showed no contender) are still granted, but at most
+ * zklock.handoff_limit later ones, and none after zklock.handoff_time:
+ * then the part closes, grants no more, its node goes when its holders are
+ * done, and the remaining local requests queue again behind the contender
+ * with a fresh node.  Safety is unchanged: the
  * instance holds the lock in ZooKeeper whenever any of its backends does,
  * and the worker alone decides, so local grants exclude each other as
  * ZooKeeper's grants do.  Fencing tokens stay strictly increasing in grant
@@ -108,6 +112,7 @@ typedef struct ZkOp
 	ZkPart	   *part;			/* serving it, or NULL */
 	dlist_node	link;			/* in part's holders or waiters */
 	bool		holder;
+	bool		queued_local;	/* shown as queued behind its part's node */
 } ZkOp;
 
 /* A call sent and not yet processed. */
@@ -120,6 +125,7 @@ typedef struct ZkCall
 	char	   *path;			/* what was asked (turn memory not needed) */
 	bool		watched;		/* asks the server for a watch */
 	bool		watch_set;		/* ... and the server set it */
+	TimestampTz sent_at;		/* a listing: when it was sent */
 } ZkCall;
 
 /* A watch that fired. */
@@ -181,6 +187,8 @@ static TimestampTz next_reconcile = 0;
 static HASH_SEQ_STATUS reconcile_scan;
 static bool reconcile_scanning = false;
 static int	nparts = 0;
+static TimestampTz answered_list_sent_at = 0;	/* of the listing being
+												 * processed */
 
 static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_LOCK] = &zk_lock_driver,
@@ -219,7 +227,9 @@ zk_driver_suffix(ZkKind kind)
 static void seq_evaluate(ZkPart *p, const ZkResult *r);
 static void restart_instance_part(ZkPart *p, const char *why);
 static void cohort_update(ZkPart *p);
+static void need_contention_watch(ZkPart *p);
 static void unwatch(ZkPart *p);
+static void unwatch_ex(ZkPart *p, bool tell_server);
 static void free_part(ZkPart *p);
 
 /* ---- small helpers ---- */
@@ -639,6 +649,17 @@ remove_watch(const ZkWatchKey *key)
 static void
 unwatch(ZkPart *p)
 {
+	unwatch_ex(p, true);
+}
+
+/*
+ * unwatch(), telling the server only when tell_server: a caller that is
+ * about to delete a child of the watched parent lets that delete fire the
+ * watch instead of removing it with a request of its own.
+ */
+static void
+unwatch_ex(ZkPart *p, bool tell_server)
+{
 	ZkWatchKey	key;
 	ZkWatch    *w;
 
@@ -656,7 +677,8 @@ unwatch(ZkPart *p)
 	{
 		hash_search(watches, &key, HASH_REMOVE, NULL);
 		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
-		remove_watch(&key);
+		if (tell_server)
+			remove_watch(&key);
 	}
 }
 
@@ -710,6 +732,7 @@ zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
 {
 	ZkCall	   *c = new_call(p, ZKC_LIST, tag, path);
 
+	c->sent_at = GetCurrentTimestamp();
 	if (with_watch)
 	{
 		watch(p, path, true);
@@ -843,7 +866,20 @@ attach(ZkPart *p, int id)
 
 	op->part = p;
 	op->holder = false;
+	op->queued_local = false;
 	dlist_push_tail(&p->waiters, &op->link);
+}
+
+/*
+ * Did the request of op come after the part saw a contender elsewhere?
+ * Granting it locally then lets it overtake that contender.  (The request
+ * time is fixed while the entry is in use.)
+ */
+static bool
+overtakes(ZkPart *p, ZkOp *op)
+{
+	return p->contended_since != 0 &&
+		ZK_ENTRY(op - ops)->requested_at >= p->contended_since;
 }
 
 static void
@@ -856,7 +892,7 @@ grant(ZkPart *p, ZkOp *op)
 		token |= p->grants;
 	if (p->grants > 0)
 		pg_atomic_fetch_add_u64(&zk_shared->n_local_grants, 1);
-	if (p->contended_since != 0)
+	if (overtakes(p, op))
 		p->local_grants++;
 	p->grants++;
 	dlist_delete(&op->link);
@@ -1127,7 +1163,11 @@ zk_part_drop(ZkPart *p)
 	close_part(p);
 	p->dropping = true;
 	p->retain_until = 0;
-	unwatch(p);
+	/* a watch on our node's parent: the delete of our node fires it */
+	unwatch_ex(p, !(p->phase == NODE_EXISTS && !has_entries(p) &&
+					p->watch_path && p->watch_children &&
+					strcmp(p->watch_path, p->parent) == 0 &&
+					zk_connected()));
 	advance(p);
 }
 
@@ -1153,7 +1193,7 @@ seq_create(ZkPart *p)
 				   ZOO_EPHEMERAL_SEQUENTIAL, e == NULL || !e->known);
 	/* the driver's check follows every create of our node */
 	p->checked = (d->begin == NULL);
-	if (d->begin)
+	if (d->begin && d->precheck == NULL)
 		d->begin(p);
 	zk_call_list(p, T_LIST, p->parent, d->watch_children);
 	pfree(data);
@@ -1163,8 +1203,7 @@ seq_create(ZkPart *p)
 static void
 seq_list(ZkPart *p)
 {
-	bool		with_watch = p->driver->watch_children ||
-		(p->holds && p->cohort);
+	bool		with_watch = p->driver->watch_children || p->cohort;
 
 	zk_call_list(p, T_LIST, p->parent, with_watch);
 }
@@ -1193,6 +1232,49 @@ zk_list_participants(const ZkResult *r, bool (*counts) (ZkForm),
 	}
 	zk_sort_nodes(*nodes, n);
 	return n;
+}
+
+/*
+ * A holding cohort part needs to see contenders elsewhere only while it
+ * has local requests to hand the lock to, or keeps its node for them
+ * (retention): then it lists its parent again with a child watch, unless
+ * it has one.  Otherwise its node goes at release anyway, and an
+ * uncontended acquire costs no watch.
+ */
+static void
+need_contention_watch(ZkPart *p)
+{
+	if (p->watch_path == NULL && p->holds && !p->closed && !p->dropping &&
+		(!dlist_is_empty(&p->waiters) || p->retain_until != 0))
+	{
+		p->need_eval = true;
+		advance(p);
+	}
+}
+
+/*
+ * Of a holding part, given a listing of its parent: does a participant
+ * after ours (nodes[self]) wait for it?  The contender may have queued at
+ * any time since the last listing that showed none was sent (the part may
+ * not have watched meanwhile), so that is when it counts as waiting from:
+ * local requests made since then overtake it (see handoff_exhausted).
+ */
+static void
+note_contenders(ZkPart *p, ZkNodeRef *nodes, int n, int self)
+{
+	const ZkDriver *d = p->driver;
+
+	if (p->contended_since != 0)
+		return;
+	for (int i = self + 1; i < n && d->blocks; i++)
+		if (d->blocks(d->form, nodes[i].parsed.form))
+		{
+			p->contended_since = p->clear_at != 0 ? p->clear_at :
+				GetCurrentTimestamp();
+			p->local_grants = 0;
+			return;
+		}
+	p->clear_at = answered_list_sent_at;
 }
 
 /* A listing of the parent arrived while our node exists: decide. */
@@ -1227,12 +1309,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	if (p->holds)
 	{
 		/* is someone of another instance or client waiting for us? */
-		for (int i = self + 1; i < n && d->blocks && p->contended_since == 0; i++)
-			if (d->blocks(d->form, nodes[i].parsed.form))
-			{
-				p->contended_since = GetCurrentTimestamp();
-				p->local_grants = 0;
-			}
+		note_contenders(p, nodes, n, self);
 		if (p->group < 0)
 			cohort_update(p);
 		return;
@@ -1243,7 +1320,10 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	if (w == ZK_HOLDS)
 	{
 		p->holds = true;
-		unwatch(p);
+		if (p->cohort)
+			note_contenders(p, nodes, n, self);
+		else
+			unwatch(p);
 		if (d->revocable)
 		{
 			char		path[ZK_PATH_MAX];
@@ -1251,12 +1331,9 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 			snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
 			zk_call_get(p, T_OWNDATA, path, true);
 		}
-		if (p->cohort)
-		{
-			p->need_eval = true;	/* look for contenders, with a watch */
-			seq_list(p);
-		}
 		zk_part_grant(p);
+		if (p->cohort && !p->dead)
+			need_contention_watch(p);
 		return;
 	}
 
@@ -1270,6 +1347,19 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	{
 		zk_part_wait_on(p, NULL);
 		return;					/* the listing set that watch */
+	}
+	if (p->cohort)
+	{
+		/*
+		 * Wait for a change of the children, which comes when the node we
+		 * wait for goes (one part per lock and instance, so no herd); the
+		 * same watch shows contenders once ours holds.  The first listing
+		 * has no watch (an uncontended acquire needs none): list again.
+		 */
+		zk_part_wait_on(p, nodes[w].name);
+		if (p->watch_path == NULL)
+			p->need_eval = true;
+		return;
 	}
 	{
 		char		path[ZK_PATH_MAX];
@@ -1348,6 +1438,14 @@ seq_result(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZOK && p->phase == NODE_EXISTS && p->need_eval)
 			{
 				p->need_eval = false;
+				if (!p->checked && p->driver->precheck && p->inflight == 0)
+				{
+					/* no begin() in flight: does this listing settle it? */
+					if (p->driver->precheck(p, r))
+						p->checked = true;
+					else
+						p->driver->begin(p);
+				}
 				if (p->checked)
 					seq_evaluate(p, r);
 				else
@@ -1445,13 +1543,28 @@ advance(ZkPart *p)
 		free_part(p);
 		return;
 	}
+
+	/*
+	 * A node no longer needed is deleted at once, even while other calls of
+	 * the part (a listing, a check) are in flight: their answers no longer
+	 * matter, and a later request of the instance, or a contender elsewhere,
+	 * must not find the node in its way.
+	 */
+	if (p->dropping && !has_entries(p) && p->phase == NODE_EXISTS &&
+		zk_connected())
+	{
+		char		path[ZK_PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+		p->phase = NODE_DELETING;
+		zk_call_delete(p, T_DELETE, path, -1);
+		return;
+	}
 	if (p->inflight > 0)
 		return;
 
 	if (p->dropping && !has_entries(p))
 	{
-		char		path[ZK_PATH_MAX];
-
 		switch (p->phase)
 		{
 			case NODE_NONE:
@@ -1478,13 +1591,7 @@ advance(ZkPart *p)
 				}
 				return;
 			case NODE_EXISTS:
-				if (zk_connected())
-				{
-					snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
-					p->phase = NODE_DELETING;
-					zk_call_delete(p, T_DELETE, path, -1);
-				}
-				return;
+				return;			/* deleted above once connected */
 		}
 	}
 
@@ -1526,13 +1633,16 @@ advance(ZkPart *p)
 /* ---- local hand-off ---- */
 
 /*
- * Has the part handed the lock on long enough while someone elsewhere
- * waits for it?
+ * May the part grant op's request, or has it handed the lock on long
+ * enough while someone elsewhere waits for it?  Requests of the instance
+ * that were queued before the contender was seen are granted first, as
+ * they would be with a node each; later ones may overtake it at most
+ * zklock.handoff_limit times, and not after zklock.handoff_time.
  */
 static bool
-handoff_exhausted(ZkPart *p)
+handoff_exhausted(ZkPart *p, ZkOp *op)
 {
-	return p->contended_since != 0 &&
+	return overtakes(p, op) &&
 		(p->local_grants >= zklock_handoff_limit ||
 		 TimestampDifferenceExceeds(p->contended_since, GetCurrentTimestamp(),
 									zklock_handoff_time));
@@ -1554,7 +1664,7 @@ cohort_update(ZkPart *p)
 
 		if (!d->shared && p->nholders > 0)
 			break;
-		if ((p->grants > 0 && handoff_exhausted(p)) ||
+		if ((p->grants > 0 && handoff_exhausted(p, op)) ||
 			p->grants >= MAX_NODE_GRANTS || p->revoke_requested)
 		{
 			close_part(p);
@@ -1564,6 +1674,27 @@ cohort_update(ZkPart *p)
 	}
 	if (p->evaluated)
 		zk_part_would_block(p);
+
+	/*
+	 * Waiters the part will grant queue behind its node: show it (zk_locks),
+	 * and so they wait through a ZooKeeper outage like a waiter with a node
+	 * of its own, instead of failing for want of a session.
+	 */
+	if (p->holds && !p->closed)
+	{
+		dlist_iter	it;
+
+		dlist_foreach(it, &p->waiters)
+		{
+			ZkOp	   *op = dlist_container(ZkOp, link, it.cur);
+
+			if (!op->queued_local)
+			{
+				zk_set_node(op - ops, p->node, p->node);
+				op->queued_local = true;
+			}
+		}
+	}
 
 	if (p->closed && !dlist_is_empty(&p->waiters))
 	{
@@ -1588,8 +1719,11 @@ cohort_update(ZkPart *p)
 	{
 		if (p->holds && !p->closed && p->contended_since == 0 &&
 			zklock_retain_time > 0)
+		{
 			p->retain_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														  zklock_retain_time);
+			need_contention_watch(p);
+		}
 		else
 			zk_part_drop(p);
 	}
@@ -1636,6 +1770,8 @@ new_request(int id)
 		attach(p, id);
 		if (p->holds || p->evaluated)
 			cohort_update(p);
+		if (!p->dead)
+			need_contention_watch(p);
 		advance(p);
 		return;
 	}
@@ -1743,6 +1879,7 @@ process_call(ZkCall *c)
 	if (c->gen == p->gen && !p->dead)
 	{
 		p->inflight--;
+		answered_list_sent_at = c->sent_at;
 		if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
 			zk_part_fail(p, ERRCODE_OUT_OF_MEMORY,
 						 "The zklock worker ran out of memory.");

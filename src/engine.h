@@ -122,7 +122,9 @@ struct ZkPart
 	bool		closed;			/* grants no more; goes once drained */
 	int			grants;			/* grants on this node so far */
 	int			local_grants;	/* grants while a remote contender waited */
-	TimestampTz contended_since;	/* when a remote contender was seen */
+	TimestampTz contended_since;	/* since when a remote contender may
+									 * have waited (see note_contenders) */
+	TimestampTz clear_at;		/* a listing sent then showed none */
 	TimestampTz retain_until;	/* kept without holders until then */
 	bool		contention_watch;	/* parent's children are watched */
 	bool		revoke_requested;
@@ -170,6 +172,9 @@ struct ZkDriver
 	int			(*decide) (ZkPart *p, ZkNodeRef *nodes, int n, int self);
 	bool		(*blocks) (ZkForm ours, ZkForm theirs);	/* theirs waits for ours */
 	void		(*begin) (ZkPart *p);	/* extra calls with the first create */
+	/* if set: the listing of the parent after our create tells whether
+	 * begin's check is needed at all (false: then begin runs) */
+	bool		(*precheck) (ZkPart *p, const ZkResult *r);
 
 	/* any recipe: results of the driver's own calls (tag > 0); for step
 	 * recipes also (re)starts (r NULL) */

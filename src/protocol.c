@@ -229,6 +229,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 	e->targ = req->targ;
 	e->expect_session = req->expect_session;
 	e->requested_at = now;
+	e->taken_at = 0;
 	e->connect_timeout = zklock_connect_timeout;
 	e->connect_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
 	strlcpy(e->app, application_name ? application_name : "", sizeof(e->app));
@@ -387,6 +388,43 @@ zk_cancel(ZkEntry *e)
 	return state;
 }
 
+/*
+ * Where the time of a grant went, for DEBUG2 (see README, "What one acquire
+ * costs"): from the request to the worker taking it (the backend's SetLatch
+ * and the worker's wake-up), from there to the grant (ZooKeeper's round
+ * trips and the worker's work; nothing of ZooKeeper for a local hand-off),
+ * and from the grant to this backend running again (the worker's SetLatch
+ * and our wake-up).
+ */
+static void
+zk_log_phases(ZkEntry *e)
+{
+	TimestampTz requested_at;
+	TimestampTz taken_at;
+	TimestampTz granted_at;
+	int64		token;
+	TimestampTz now;
+
+	if (!message_level_is_interesting(DEBUG2))
+		return;
+	now = GetCurrentTimestamp();
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	requested_at = e->requested_at;
+	taken_at = e->taken_at;
+	granted_at = e->granted_at;
+	token = e->token;
+	LWLockRelease(zk_shared->lock);
+	if (taken_at == 0 || granted_at < taken_at)
+		return;					/* granted on an earlier request's node */
+	ereport(DEBUG2,
+			(errmsg_internal("zklock phases of a grant of \"%s\": to worker %ld us, worker and ZooKeeper %ld us, back %ld us, %s",
+							 e->name,
+							 (long) (taken_at - requested_at),
+							 (long) (granted_at - taken_at),
+							 (long) (now - granted_at),
+							 (token & 1023) != 0 ? "local" : "node")));
+}
+
 static long
 zk_ms_until(TimestampTz now, TimestampTz t)
 {
@@ -508,6 +546,8 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			if ((state == ZKE_HELD && trusted) || state == ZKE_DONE)
 			{
 				result = state;
+				if (state == ZKE_HELD)
+					zk_log_phases(e);
 				break;
 			}
 			if (state == ZKE_WOULD_BLOCK || state == ZKE_LOST)
@@ -730,6 +770,7 @@ int
 zk_take_queue(int *ids, int max)
 {
 	int			n = 0;
+	TimestampTz now = 0;
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	while (n < max && !dlist_is_empty(&zk_shared->queue))
@@ -738,6 +779,12 @@ zk_take_queue(int *ids, int max)
 										dlist_pop_head_node(&zk_shared->queue));
 
 		e->queued = false;
+		if (e->taken_at == 0 && e->state == ZKE_PENDING)
+		{
+			if (now == 0)
+				now = GetCurrentTimestamp();
+			e->taken_at = now;
+		}
 		ids[n++] = e - zk_shared->entries;
 	}
 	LWLockRelease(zk_shared->lock);

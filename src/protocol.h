@@ -88,6 +88,8 @@ typedef struct ZkEntry
 	TimestampTz targ;			/* job claim: the slot */
 	int64		expect_session; /* if not 0: LOST unless still this session */
 	TimestampTz requested_at;
+	TimestampTz taken_at;		/* the worker took the request (written by
+								 * the worker) */
 	int			connect_timeout;	/* zklock.connect_timeout of the requester */
 	TimestampTz connect_deadline;	/* fail if no session by then */
 	char		app[NAMEDATALEN];	/* application_name, for node data */

@@ -35,7 +35,7 @@ char	   *zklock_auth_file = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 int			zklock_max_locks = 1024;
-bool		zklock_local_handoff = false;
+bool		zklock_local_handoff = true;
 int			zklock_handoff_limit = 16;
 int			zklock_handoff_time = 50;
 int			zklock_retain_time = 0;
@@ -219,7 +219,7 @@ _PG_init(void)
 							 "Hands a lock on between the instance's backends without going back to ZooKeeper.",
 							 "Takes effect for locks the instance starts to wait for or hold after the change.",
 							 &zklock_local_handoff,
-							 false,
+							 true,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);

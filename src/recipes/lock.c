@@ -105,6 +105,23 @@ lock_begin(ZkPart *p)
 	zk_call_list(p, T_CHECK_B, path, false);
 }
 
+/*
+ * The lock family's check without calls: semaphore participants of the
+ * name live under its children "locks" and "leases"; when the listing of
+ * the name (taken after our node was created) has neither, there are none,
+ * and a semaphore participant that comes later sees our node (its entry
+ * mutex lists the name after creating its node).
+ */
+static bool
+lock_precheck(ZkPart *p, const ZkResult *r)
+{
+	for (int i = 0; i < r->nchildren; i++)
+		if (strcmp(r->children[i], "locks") == 0 ||
+			strcmp(r->children[i], "leases") == 0)
+			return false;
+	return true;
+}
+
 /* The entry mutex's check: list the lock participants of the name. */
 static void
 entry_begin(ZkPart *p)
@@ -151,18 +168,24 @@ entry_step(ZkPart *p, const ZkResult *r)
 	check_step(p, r, lock_counts, "lock");
 }
 
-/* The lock family's drivers differ only in kind, node form and sharing. */
+/*
+ * The lock family's drivers differ only in kind, node form and sharing.
+ * Exclusive kinds hand the lock on within the instance (engine.c, local
+ * hand-off); readers do not: each has its own node, as in Curator, so that
+ * a reader arriving after a waiting writer queues behind it.
+ */
 #define LOCK_FAMILY_DRIVER(k, f, sh, dec) \
 { \
 	.kind = (k), \
 	.suffix = "", \
 	.form = (f), \
-	.cohort = true, \
+	.cohort = !(sh), \
 	.shared = (sh), \
 	.counts = lock_counts, \
 	.decide = (dec), \
 	.blocks = lock_blocks, \
 	.begin = lock_begin, \
+	.precheck = lock_precheck, \
 	.step = lock_step, \
 }
 

@@ -6,6 +6,13 @@
 #    from the middle of the queue.  After every way a wait can end,
 #    ZooKeeper must hold exactly the nodes of the sessions that still hold
 #    or wait, and a cancelled waiter must never become a holder.
+#
+#    The instance runs with zklock.local_handoff = off: this is the test of
+#    the node-per-session layout (each waiting session has a node of its own,
+#    waits on its predecessor's, and leaves nothing when its wait ends).  The
+#    same ways a wait can end, with hand-off on (the default: the instance's
+#    waiters queue inside the instance behind its one node), are in
+#    082_handoff.pl.
 
 use strict;
 use warnings;
@@ -23,7 +30,7 @@ my $NODE_RE =
   qr/^_c_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}-lock-\d{10}$/;
 
 my $zk = ZkLockTest::zk_start();
-my $node = ZkLockTest::pg_node('blocking', $zk);
+my $node = ZkLockTest::pg_node('blocking', $zk, 'zklock.local_handoff' => 'off');
 
 my @names_used;
 

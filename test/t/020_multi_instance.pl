@@ -105,7 +105,12 @@ is($o->query_ok("SELECT zk_lock_try_xact('db')"),
 
 $o->send("SELECT zk_lock_acquire('db')");
 ZkLockTest::wait_for_extension_wait($node_a, $o->pid);
-children_become('db', 2);
+# (with local hand-off it waits inside the instance, behind p's node)
+is( $node_a->safe_psql(
+		'postgres',
+		"SELECT state FROM zk_locks WHERE name = 'db' AND pid = " . $o->pid),
+	'waiting',
+	'zk_locks shows the session in database other waiting');
 ok(!$o->done, 'session in database other waits');
 is($p->query_ok("SELECT zk_lock_release('db')"), 't',
 	'session in database postgres releases');

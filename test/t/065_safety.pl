@@ -151,11 +151,12 @@ note 'B8: a write holder gets the read lock at once, a writer queued behind';
 	my $b = session($na);
 	my $c = session($nb);
 	is($a->query_ok("SELECT zk_rwlock_write('d')"), 't', 'A holds write d');
-	# queued in this order: B's node before C's
+	# queued in this order: B (behind A's node, in A's instance: local
+	# hand-off) before C (a node of its own, after A's)
 	$b->send("SELECT zk_rwlock_write('d')");
-	wait_waiting($na, $b, $zk, '/zklock/d', 2);
+	ZkLockTest::wait_for_extension_wait($na, $b->pid);
 	$c->send("SELECT zk_rwlock_write('d')");
-	wait_waiting($nb, $c, $zk, '/zklock/d', 3);
+	wait_waiting($nb, $c, $zk, '/zklock/d', 2);
 	is($a->query_ok("SELECT zk_rwlock_read('d', 2000)"),
 		't', 'A gets read d at once while writers wait');
 	is($a->query_ok("SELECT zk_lock_acquire('d', 2000)"),

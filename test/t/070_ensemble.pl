@@ -46,16 +46,19 @@ my $h = session($na);
 is($h->query_ok("SELECT zk_lock_acquire('e1')"), 't', 'ens_a holds e1');
 my $token = $h->query_ok("SELECT zk_lock_token('e1')");
 
-# waiters alternate between the instances: b, a, b
+# waiters alternate between the instances: b, a, b (with local hand-off,
+# the default, each instance has one node: a's waiter queues behind the
+# holder's, the second b waiter behind the first's)
 my @w;
 my @w_nodes = ($nb, $na, $nb);
 for my $i (0 .. 2)
 {
 	$w[$i] = session($w_nodes[$i]);
 	$w[$i]->send("SELECT zk_lock_acquire('e1')");
-	wait_waiting($w_nodes[$i], $w[$i], $zk, '/zklock/e1', $i + 2);
+	ZkLockTest::wait_for_extension_wait($w_nodes[$i], $w[$i]->pid);
 }
-my @e1_before = children('e1');
+my @e1_before = children_become($zk, '/zklock/e1', 2);
+is(scalar @e1_before, 2, 'one node for each instance');
 
 my $leader = $zk->leader;
 my $t_kill = time;
@@ -88,12 +91,22 @@ is($nb->safe_psql('postgres', "SELECT zk_lock_try('e1')"), 'f',
 	'a newcomer on the other instance cannot take e1');
 
 is($h->query_ok("SELECT zk_lock_release('e1')"), 't', 'the holder releases');
-for my $i (0 .. 2)
+# every waiter gets e1, one at a time (ens_a's waiter may come before the
+# first of ens_b: a local hand-off within zklock.handoff_limit)
+my @to_grant = (0 .. 2);
+while (@to_grant)
 {
-	my ($out, $err) = $w[$i]->result(timeout => 30);
+	my $i;
+	ok( poll_until(
+			sub { ($i) = grep { $w[$_]->done } @to_grant; defined $i },
+			timeout => 30),
+		'one more waiter is granted');
+	last unless defined $i;
+	my ($out, $err) = $w[$i]->result;
 	is($out, 't', "waiter $i is granted");
-	ok(!grep({ $_->done } @w[ $i + 1 .. 2 ]), "the waiters after $i still wait")
-	  if $i < 2;
+	@to_grant = grep { $_ != $i } @to_grant;
+	ok(!grep({ $w[$_]->done } @to_grant), "the others still wait while waiter $i holds e1")
+	  if @to_grant;
 	is($w[$i]->query_ok("SELECT zk_lock_held('e1')"), 't', "waiter $i holds e1");
 	is($w[$i]->query_ok("SELECT zk_lock_release('e1')"), 't', "waiter $i releases");
 }
