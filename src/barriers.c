@@ -15,31 +15,10 @@
 #include "postgres.h"
 
 #include "fmgr.h"
-#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "protocol.h"
-
-/* The barrier's name, in UTF-8 and checked (class 22 when unusable). */
-static char *
-barrier_arg(FunctionCallInfo fcinfo)
-{
-	text	   *t;
-	char	   *name;
-
-	zk_check_preloaded();
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock barrier name must not be null")));
-	t = PG_GETARG_TEXT_PP(0);
-	name = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
-	if (name == VARDATA_ANY(t))
-		name = text_to_cstring(t);
-	zk_check_name(name, "barrier name");
-	return name;
-}
 
 /*
  * Ask the worker, wait until the deadline (0: none).  Returns true and the
@@ -80,7 +59,8 @@ zk_barrier_set(PG_FUNCTION_ARGS)
 {
 	int64		result = 0;
 
-	(void) barrier_request(ZK_KIND_BARRIER_SET, barrier_arg(fcinfo), 0, 0,
+	(void) barrier_request(ZK_KIND_BARRIER_SET,
+						   zk_name_arg(fcinfo, 0, "barrier name"), 0, 0,
 						   &result);
 	PG_RETURN_BOOL(result == 1);
 }
@@ -91,7 +71,8 @@ zk_barrier_remove(PG_FUNCTION_ARGS)
 {
 	int64		result = 0;
 
-	(void) barrier_request(ZK_KIND_BARRIER_REMOVE, barrier_arg(fcinfo), 0, 0,
+	(void) barrier_request(ZK_KIND_BARRIER_REMOVE,
+						   zk_name_arg(fcinfo, 0, "barrier name"), 0, 0,
 						   &result);
 	PG_RETURN_BOOL(result == 1);
 }
@@ -104,7 +85,7 @@ PG_FUNCTION_INFO_V1(zk_barrier_wait);
 Datum
 zk_barrier_wait(PG_FUNCTION_ARGS)
 {
-	char	   *name = barrier_arg(fcinfo);
+	char	   *name = zk_name_arg(fcinfo, 0, "barrier name");
 	TimestampTz deadline = 0;
 	int			flags = 0;
 	int64		result = 0;

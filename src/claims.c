@@ -22,31 +22,11 @@
 #include "holdings.h"
 #include "protocol.h"
 
-/* The job argument, in UTF-8 and checked (class 22 when unusable). */
-static char *
-job_arg(FunctionCallInfo fcinfo)
-{
-	text	   *t;
-	char	   *name;
-
-	zk_check_preloaded();
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock job name must not be null")));
-	t = PG_GETARG_TEXT_PP(0);
-	name = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
-	if (name == VARDATA_ANY(t))
-		name = text_to_cstring(t);
-	zk_check_name(name, "job name");
-	return name;
-}
-
 PG_FUNCTION_INFO_V1(zk_job_claim);
 Datum
 zk_job_claim(PG_FUNCTION_ARGS)
 {
-	char	   *job = job_arg(fcinfo);
+	char	   *job = zk_name_arg(fcinfo, 0, "job name");
 	TimestampTz slot;
 
 	if (PG_ARGISNULL(1))
@@ -143,7 +123,7 @@ Datum
 zk_job_claims(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *job = job_arg(fcinfo);
+	char	   *job = zk_name_arg(fcinfo, 0, "job name");
 	ZkRequest	req = {0};
 	uint32		generation;
 	int			id;

@@ -29,26 +29,6 @@
 
 #include "protocol.h"
 
-/* The group argument, in UTF-8 and checked (class 22 when unusable). */
-static char *
-group_arg(FunctionCallInfo fcinfo)
-{
-	text	   *t;
-	char	   *name;
-
-	zk_check_preloaded();
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock group name must not be null")));
-	t = PG_GETARG_TEXT_PP(0);
-	name = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
-	if (name == VARDATA_ANY(t))
-		name = text_to_cstring(t);
-	zk_check_name(name, "group name");
-	return name;
-}
-
 /*
  * A copy of the published state of group "name" (NULL: all of them);
  * returns how many were copied into out (room for ZK_MAX_GROUPS).
@@ -83,7 +63,7 @@ zk_is_leader(PG_FUNCTION_ARGS)
 {
 	ZkGroup		g[ZK_MAX_GROUPS];
 
-	if (copy_groups(group_arg(fcinfo), g) == 0)
+	if (copy_groups(zk_name_arg(fcinfo, 0, "group name"), g) == 0)
 		PG_RETURN_BOOL(false);	/* not a group the instance takes part in */
 	PG_RETURN_BOOL(leads(&g[0]));
 }
@@ -167,7 +147,7 @@ PG_FUNCTION_INFO_V1(zk_leader_info);
 Datum
 zk_leader_info(PG_FUNCTION_ARGS)
 {
-	char	   *name = group_arg(fcinfo);
+	char	   *name = zk_name_arg(fcinfo, 0, "group name");
 	TupleDesc	tupdesc;
 	Datum		values[LEADER_COLS];
 	bool		nulls[LEADER_COLS];

@@ -26,7 +26,9 @@
  */
 #include "postgres.h"
 
+#include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -143,6 +145,34 @@ zk_check_name(const char *name, const char *what)
 			(errcode(code),
 			 errmsg("invalid zklock %s \"%s\"", what, name),
 			 errdetail("%s", problem)));
+}
+
+/* A name given as text: in UTF-8 and checked (class 22 when unusable). */
+char *
+zk_name_from_text(text *t, const char *what)
+{
+	char	   *name = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t),
+										PG_UTF8);
+
+	if (name == VARDATA_ANY(t))
+		name = text_to_cstring(t);
+	zk_check_name(name, what);
+	return name;
+}
+
+/*
+ * Argument argno of a SQL function, a name of what: NULL is an error, as
+ * is a name zk_check_name() refuses.
+ */
+char *
+zk_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	zk_check_preloaded();
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock %s must not be null", what)));
+	return zk_name_from_text(PG_GETARG_TEXT_PP(argno), what);
 }
 
 /*

@@ -19,36 +19,10 @@
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
-#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "holdings.h"
-
-/* Check and convert one name to UTF-8; raises an ERROR when unusable. */
-static char *
-check_name(text *t)
-{
-	char	   *name = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t),
-										PG_UTF8);
-
-	if (name == VARDATA_ANY(t))
-		name = text_to_cstring(t);
-	zk_check_name(name, "lock name");
-	return name;
-}
-
-/* The name argument, checked and in UTF-8. */
-static char *
-name_arg(FunctionCallInfo fcinfo, int argno)
-{
-	zk_check_preloaded();
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock lock name must not be null")));
-	return check_name(PG_GETARG_TEXT_PP(argno));
-}
 
 /* The timeout argument: NULL means no limit; negative is an error. */
 static int64
@@ -71,7 +45,7 @@ timeout_arg(FunctionCallInfo fcinfo, int argno)
 static Datum
 acquire(FunctionCallInfo fcinfo, ZkKind kind, bool xact)
 {
-	char	   *name = name_arg(fcinfo, 0);
+	char	   *name = zk_name_arg(fcinfo, 0, "lock name");
 	int64		timeout = PG_NARGS() > 1 ? timeout_arg(fcinfo, 1) : 0;
 
 	PG_RETURN_BOOL(zk_hold_acquire(kind, name, xact, timeout, 0));
@@ -80,13 +54,13 @@ acquire(FunctionCallInfo fcinfo, ZkKind kind, bool xact)
 static Datum
 release(FunctionCallInfo fcinfo, ZkKind kind)
 {
-	PG_RETURN_BOOL(zk_hold_release(kind, name_arg(fcinfo, 0)));
+	PG_RETURN_BOOL(zk_hold_release(kind, zk_name_arg(fcinfo, 0, "lock name")));
 }
 
 static Datum
 held(FunctionCallInfo fcinfo, ZkKind kind)
 {
-	PG_RETURN_BOOL(zk_hold_is_held(kind, name_arg(fcinfo, 0), NULL));
+	PG_RETURN_BOOL(zk_hold_is_held(kind, zk_name_arg(fcinfo, 0, "lock name"), NULL));
 }
 
 static Datum
@@ -94,7 +68,7 @@ token(FunctionCallInfo fcinfo, ZkKind kind)
 {
 	int64		t;
 
-	if (!zk_hold_is_held(kind, name_arg(fcinfo, 0), &t))
+	if (!zk_hold_is_held(kind, zk_name_arg(fcinfo, 0, "lock name"), &t))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(t);
 }
@@ -132,7 +106,7 @@ ZK_SQL_FUNC(zk_rwlock_write_token, token(fcinfo, ZK_KIND_WRITE))
 static Datum
 semaphore_acquire(FunctionCallInfo fcinfo, bool xact)
 {
-	char	   *name = name_arg(fcinfo, 0);
+	char	   *name = zk_name_arg(fcinfo, 0, "lock name");
 	int64		timeout = timeout_arg(fcinfo, 2);
 	int32		max_leases;
 
@@ -180,7 +154,7 @@ acquire_all(FunctionCallInfo fcinfo, bool xact)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("zklock lock name must not be null")));
-		names[i] = check_name(DatumGetTextPP(elems[i]));
+		names[i] = zk_name_from_text(DatumGetTextPP(elems[i]), "lock name");
 	}
 	PG_RETURN_BOOL(zk_hold_acquire_all(names, n, xact, timeout));
 }
