@@ -1931,6 +1931,8 @@ process_fired(ZkFired *f)
 		p->watch_path = NULL;
 		p->watch_fired = true;
 		p->need_eval = true;
+		if (p->driver->fired && !p->dead)
+			p->driver->fired(p);
 		if (p->group >= 0 || p->holds || has_entries(p) || p->dropping)
 			advance(p);
 	}

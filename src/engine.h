@@ -165,7 +165,9 @@ struct ZkDriver
 	bool		cohort;			/* entries of the instance share one part */
 	bool		shared;			/* several holders of one part at once */
 	bool		watch_children; /* decide() may say ZK_WATCH_CHILDREN */
-	bool		revocable;		/* holders watch their node for __REVOKE__ */
+	bool		revocable;		/* holders watch their node (data watch):
+								 * for __REVOKE__, and fired() hears when
+								 * it changes or goes */
 
 	/* sequential recipes */
 	bool		(*counts) (ZkForm form);	/* which nodes take part */
@@ -188,6 +190,9 @@ struct ZkDriver
 	 * driver must forget it.
 	 */
 	void		(*reset) (ZkPart *p, const char *why, bool failed);
+
+	/* A watch the part relied on fired; it looks again next. */
+	void		(*fired) (ZkPart *p);
 
 	/*
 	 * Drivers that keep parts of the instance itself (the leader latch):

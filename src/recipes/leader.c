@@ -196,6 +196,25 @@ latch_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 	return ZK_HOLDS;
 }
 
+/*
+ * A watch of the latch part fired.  While leading, that is the data watch
+ * on our own node: it changed or, as someone deleted it, went.  Stop
+ * claiming at once, before looking again (a list), so that the next
+ * participant, whose watch on our node fired too, never leads beside us;
+ * the listing makes us lead again if our node is still the lowest.
+ */
+static void
+latch_fired(ZkPart *p)
+{
+	LeaderGroup *g = group_of(p);
+
+	if (g == NULL || g->latch != p || !g->leading)
+		return;
+	stop_leading(g, "Its latch node changed or was deleted; it looks again.");
+	p->holds = false;
+	publish(p->group);
+}
+
 /* The latch part lost its node (session lost, node deleted) or failed. */
 static void
 latch_reset(ZkPart *p, const char *why, bool failed)
@@ -218,6 +237,7 @@ latch_reset(ZkPart *p, const char *why, bool failed)
 	publish(p->group);
 }
 
+static void latch_fired(ZkPart *p);
 static void leader_init(void);
 static void leader_reload(void);
 static void leader_run(void);
@@ -229,7 +249,9 @@ const ZkDriver zk_latch_driver = {
 	.form = ZK_FORM_LATCH,
 	.counts = latch_counts,
 	.decide = latch_decide,
+	.revocable = true,			/* a data watch on our node while leading */
 	.reset = latch_reset,
+	.fired = latch_fired,
 	.init = leader_init,
 	.reload = leader_reload,
 	.run = leader_run,

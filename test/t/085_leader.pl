@@ -294,7 +294,7 @@ ok(poll_until(sub { !is_leader($l) }, timeout => 30),
 ok( poll_until(
 		sub {
 			$l->log_contains(
-				qr/no longer leads group "cron"\n[^\n]*DETAIL:  Its node was deleted by another ZooKeeper client/
+				qr/no longer leads group "cron"\n[^\n]*DETAIL:  Its latch node changed or was deleted/
 			);
 		}),
 	'and logs why');
