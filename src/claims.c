@@ -124,24 +124,13 @@ zk_job_claims(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *job = zk_name_arg(fcinfo, 0, "job name");
-	ZkRequest	req = {0};
-	uint32		generation;
-	int			id;
-	ZkRow	   *rows = NULL;
-	int			nrows = 0;
+	ZkRow	   *rows;
+	int			nrows;
 	ClaimRow   *sorted;
 	int			n = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
-	req.kind = ZK_KIND_LIST;
-	req.name = job;
-	req.arg = ZK_LIST_CLAIMS;
-	id = zk_request(&req, &generation);
-	if (zk_wait(id, generation, 0) == ZKE_DONE)
-	{
-		nrows = zk_read_rows(id, generation, &rows);
-		zk_give_up(id, generation);
-	}
+	nrows = zk_list(job, ZK_LIST_CLAIMS, &rows);
 
 	sorted = palloc(sizeof(ClaimRow) * Max(nrows, 1));
 	for (int i = 0; i < nrows; i++)

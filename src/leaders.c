@@ -160,21 +160,9 @@ zk_leader_info(PG_FUNCTION_ARGS)
 		leader_row(values, nulls, name, &g[0], NULL);
 	else
 	{
-		ZkRequest	req = {0};
-		uint32		generation;
-		int			id;
-		ZkRow	   *rows = NULL;
-		int			nrows = 0;
+		ZkRow	   *rows;
+		int			nrows = zk_list(name, ZK_LIST_LEADER, &rows);
 
-		req.kind = ZK_KIND_LIST;
-		req.name = name;
-		req.arg = ZK_LIST_LEADER;
-		id = zk_request(&req, &generation);
-		if (zk_wait(id, generation, 0) == ZKE_DONE)
-		{
-			nrows = zk_read_rows(id, generation, &rows);
-			zk_give_up(id, generation);
-		}
 		leader_row(values, nulls, name, NULL, nrows > 0 ? &rows[0] : NULL);
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));

@@ -707,6 +707,32 @@ zk_entry_publish(int id, uint32 generation, int session_count, int xact_count)
 }
 
 /*
+ * Ask the worker for a listing of what of name (ZK_LIST_*) and wait for
+ * it: returns how many rows, with *rows in the caller's memory context;
+ * none when the listing failed or was given up.
+ */
+int
+zk_list(const char *name, int what, ZkRow **rows)
+{
+	ZkRequest	req = {0};
+	uint32		generation;
+	int			id;
+	int			n = 0;
+
+	*rows = NULL;
+	req.kind = ZK_KIND_LIST;
+	req.name = name;
+	req.arg = what;
+	id = zk_request(&req, &generation);
+	if (zk_wait(id, generation, 0) == ZKE_DONE)
+	{
+		n = zk_read_rows(id, generation, rows);
+		zk_give_up(id, generation);
+	}
+	return n;
+}
+
+/*
  * Take the rows of a DONE listing request: returns how many, with *rows
  * allocated in the caller's memory context.  The DSM segment the worker
  * made is released.

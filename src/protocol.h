@@ -211,6 +211,7 @@ typedef struct ZkRow
 } ZkRow;
 
 extern int	zk_read_rows(int id, uint32 generation, ZkRow **rows);
+extern int	zk_list(const char *name, int what, ZkRow **rows);
 
 /* worker side (protocol.c) */
 extern int	zk_take_queue(int *ids, int max);

@@ -409,6 +409,34 @@ sub pg_node
 
 =pod
 
+=item ZkLockTest::cron_nodes($zk, $prefix, @settings)
+
+Two instances, C<${prefix}_a> and C<${prefix}_b> (also their cluster_name),
+preloading zklock and pg_cron (C<cron.database_name = postgres>, background
+workers), with the extra settings given; skips the whole test when pg_cron
+(Debian package postgresql-15-cron) is not installed.
+
+=cut
+
+sub cron_nodes
+{
+	my ($zk, $prefix, @extra) = @_;
+	my $sharedir = `pg_config --sharedir`;
+	chomp $sharedir;
+	Test::More::plan(skip_all =>
+		  'pg_cron is not installed (Debian package postgresql-15-cron)')
+	  unless -f "$sharedir/extension/pg_cron.control";
+	my @conf = (
+		shared_preload_libraries => 'zklock,pg_cron',
+		'cron.database_name' => 'postgres',
+		'cron.use_background_workers' => 'on',
+		@extra);
+	return map { pg_node("${prefix}_$_", $zk, @conf, cluster_name => "${prefix}_$_") }
+	  qw(a b);
+}
+
+=pod
+
 =item ZkLockTest::use_private_install($node)
 
 Makes C<$node> (initialized, not started) load zklock from the private

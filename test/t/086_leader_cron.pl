@@ -22,19 +22,9 @@ use Test::More;
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until);
 
-my $sharedir = `pg_config --sharedir`;
-chomp $sharedir;
-plan skip_all => 'pg_cron is not installed (Debian package postgresql-15-cron)'
-  unless -f "$sharedir/extension/pg_cron.control";
-
 my $zk = ZkLockTest::zk_start();
-my @conf = (
-	shared_preload_libraries => 'zklock,pg_cron',
-	'zklock.leader_groups' => 'cron',
-	'cron.database_name' => 'postgres',
-	'cron.use_background_workers' => 'on');
-my $pa = ZkLockTest::pg_node('cron_a', $zk, @conf, cluster_name => 'cron_a');
-my $pb = ZkLockTest::pg_node('cron_b', $zk, @conf, cluster_name => 'cron_b');
+my ($pa, $pb) =
+  ZkLockTest::cron_nodes($zk, 'cron', 'zklock.leader_groups' => 'cron');
 
 my $JOB = q{INSERT INTO runs(instance) SELECT current_setting('cluster_name') WHERE zk_is_leader('cron')};
 

@@ -29,18 +29,8 @@ use Test::More;
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until);
 
-my $sharedir = `pg_config --sharedir`;
-chomp $sharedir;
-plan skip_all => 'pg_cron is not installed (Debian package postgresql-15-cron)'
-  unless -f "$sharedir/extension/pg_cron.control";
-
 my $zk = ZkLockTest::zk_start();
-my @conf = (
-	shared_preload_libraries => 'zklock,pg_cron',
-	'cron.database_name' => 'postgres',
-	'cron.use_background_workers' => 'on');
-my $pa = ZkLockTest::pg_node('jcron_a', $zk, @conf, cluster_name => 'jcron_a');
-my $pb = ZkLockTest::pg_node('jcron_b', $zk, @conf, cluster_name => 'jcron_b');
+my ($pa, $pb) = ZkLockTest::cron_nodes($zk, 'jcron');
 
 # The job, in both patterns.  knobs: how long the instance's run is late
 # (pg_sleep before anything else; now(), the transaction's start, still
