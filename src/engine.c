@@ -790,14 +790,6 @@ zk_call_delete(ZkPart *p, int tag, const char *path, int version)
 }
 
 void
-zk_call_set(ZkPart *p, int tag, const char *path, const char *data, int version)
-{
-	ZkCall	   *c = new_call(p, ZKC_SET, tag, path);
-
-	sent(c, zoo_aset(zk_zh, path, data, strlen(data), version, stat_done, c));
-}
-
-void
 zk_call_sync(ZkPart *p, int tag, const char *path)
 {
 	ZkCall	   *c = new_call(p, ZKC_SYNC, tag, path);

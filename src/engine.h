@@ -236,8 +236,6 @@ extern void zk_call_get(ZkPart *p, int tag, const char *path, bool watch);
 extern void zk_call_exists(ZkPart *p, int tag, const char *path);
 extern void zk_call_exists_watch(ZkPart *p, int tag, const char *path);
 extern void zk_call_delete(ZkPart *p, int tag, const char *path, int version);
-extern void zk_call_set(ZkPart *p, int tag, const char *path,
-						const char *data, int version);
 extern void zk_call_sync(ZkPart *p, int tag, const char *path);
 extern void zk_call_finalize(ZkPart *p, int tag, const char *path,
 							 int version, const char *data);

@@ -651,19 +651,6 @@ zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 	}
 }
 
-/* The state of an entry this backend owns (LOST if it is not its own). */
-ZkEntryState
-zk_entry_state(int id, uint32 generation)
-{
-	ZkEntry    *e = ZK_ENTRY(id);
-	ZkEntryState state;
-
-	LWLockAcquire(zk_shared->lock, LW_SHARED);
-	state = e->generation == generation ? e->state : ZKE_LOST;
-	LWLockRelease(zk_shared->lock);
-	return state;
-}
-
 /* The answer of a one-shot request that is DONE. */
 int64
 zk_entry_result(int id, uint32 generation)
@@ -676,19 +663,6 @@ zk_entry_result(int id, uint32 generation)
 	result = e->result;
 	LWLockRelease(zk_shared->lock);
 	return result;
-}
-
-/* Has someone asked the holder of this entry to let go? */
-bool
-zk_entry_revoked(int id, uint32 generation)
-{
-	ZkEntry    *e = ZK_ENTRY(id);
-	bool		revoked;
-
-	LWLockAcquire(zk_shared->lock, LW_SHARED);
-	revoked = e->generation == generation && e->revoke_requested;
-	LWLockRelease(zk_shared->lock);
-	return revoked;
 }
 
 /* Publish how often the owner holds an entry, for the zk_locks view. */

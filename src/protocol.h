@@ -195,9 +195,7 @@ extern int64 zk_entry_session(int id, uint32 generation);
 extern ZkEntryState zk_entry_check(int id, uint32 generation, int64 *token);
 extern ZkEntryState zk_wait_confirmed(int id, uint32 generation,
 									  TimestampTz deadline);
-extern ZkEntryState zk_entry_state(int id, uint32 generation);
 extern int64 zk_entry_result(int id, uint32 generation);
-extern bool zk_entry_revoked(int id, uint32 generation);
 extern void zk_entry_publish(int id, uint32 generation, int session_count,
 							 int xact_count);
 extern void zk_wake_worker(void);
