@@ -1,12 +1,12 @@
 # 089_barrier.pl
 #    The barrier (zk_barrier_set, zk_barrier_remove, zk_barrier_wait), the
-#    node Curator's DistributedBarrier uses: two PostgreSQL instances and a
-#    real Curator on one ZooKeeper.  A wait on one instance ends when the
-#    other removes the barrier; Curator sets and removes what zklock waits
-#    on, and waits on what zklock sets and removes; a cancelled or timed
-#    out wait leaves no watch in ZooKeeper; lock_timeout and
-#    statement_timeout end a wait as they end a lock wait; a name in use as
-#    a lock (zklock's or Curator's) is refused with 55000.
+#    node Curator's DistributedBarrier uses: two PostgreSQL instances, a
+#    real Curator and Kazoo on one ZooKeeper.  A wait on one instance ends
+#    when the other removes the barrier; Curator and Kazoo set and remove
+#    what zklock waits on, and wait on what zklock sets and removes; a
+#    cancelled or timed out wait leaves no watch in ZooKeeper; lock_timeout
+#    and statement_timeout end a wait as they end a lock wait; a name in use
+#    as a lock (zklock's or Curator's) is refused with 55000.
 #
 #    Every "is waiting" is established positively (pg_stat_activity, the
 #    server's watch count), never by sleeping.
@@ -155,6 +155,37 @@ is($curator->ask(c2 => 'barrier-remove /zklock/bar/zk'), 'ok',
 	'Curator removes it');
 is($sa->query_ok("SELECT zk_barrier_wait('bar/zk', 0)"), 't',
 	'zklock sees it removed');
+
+# ---------------------------------------------------------------------------
+note "Kazoo's Barrier on the same node, both ways";
+
+my $kazoo_barrier = q{
+	from kazoo.recipe.barrier import Barrier
+	b = Barrier(zk, args[1])
+	if args[0] == 'create':
+		b.create(); print('ok', end='')
+	elif args[0] == 'remove':
+		print(b.remove(), end='')
+	else:
+		print(b.wait(timeout=float(args[2])), end='')
+};
+sub kazoo_barrier { return ZkLockTest::zk_python($zk, $kazoo_barrier, @_); }
+
+is(kazoo_barrier('create', '/zklock/bar/kz'), 'ok', 'Kazoo sets');
+is($sa->query_ok("SELECT zk_barrier_set('bar/kz')"), 'f', 'zklock sees it set');
+start_wait($pa, $sa, 'bar/kz');
+is(kazoo_barrier('remove', '/zklock/bar/kz'), 'True', 'Kazoo removes');
+is($sa->result, 't', "zklock's wait returns true");
+ok(zklock_watch_becomes('/zklock/bar/kz', 0), 'no watch of zklock is left');
+
+is($sb->query_ok("SELECT zk_barrier_set('bar/kz')"), 't', 'zklock sets');
+is(kazoo_barrier('wait', '/zklock/bar/kz', '0.2'), 'False',
+	"Kazoo's wait times out while it is set");
+is($sb->query_ok("SELECT zk_barrier_remove('bar/kz')"), 't', 'zklock removes');
+is(kazoo_barrier('wait', '/zklock/bar/kz', '0.2'), 'True',
+	"Kazoo's wait returns at once");
+is(kazoo_barrier('remove', '/zklock/bar/kz'), 'False',
+	'Kazoo finds nothing to remove');
 
 # ---------------------------------------------------------------------------
 note 'cancel, statement_timeout and lock_timeout end a wait, leaving no watch';
