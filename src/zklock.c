@@ -120,6 +120,8 @@ zk_kind_name(ZkKind kind)
 		case ZK_KIND_BARRIER_REMOVE:
 		case ZK_KIND_BARRIER_WAIT:
 			return "barrier";
+		case ZK_KIND_DOUBLE_BARRIER:
+			return "double barrier";
 		default:
 			break;
 	}
@@ -150,6 +152,8 @@ zk_kind_verb(ZkKind kind)
 			return "remove barrier";
 		case ZK_KIND_BARRIER_WAIT:
 			return "wait on barrier";
+		case ZK_KIND_DOUBLE_BARRIER:
+			return "enter double barrier";
 		default:
 			break;
 	}
