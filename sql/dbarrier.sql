@@ -68,3 +68,10 @@ SELECT zk_lock_release_all();
 SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid() AND state <> 'releasing';
 SELECT zk_double_barrier_leave('reg/dbar/xact');
 SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid() AND state <> 'releasing';
+-- DISCARD ALL ends a membership (its node goes, as at backend exit)
+SELECT zk_double_barrier_enter('reg/dbar/discard', 1);
+DISCARD ALL;
+SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid() AND state <> 'releasing';
+SELECT zk_double_barrier_leave('reg/dbar/discard');
+SELECT zk_double_barrier_enter('reg/dbar/discard', 1);
+SELECT zk_double_barrier_leave('reg/dbar/discard');

@@ -31,8 +31,8 @@
  *
  * Double barrier memberships (zk_hold_barrier_enter/leave) are kept apart
  * from both, in a list: session scope, one per barrier name, untouched by
- * transactions and by zk_lock_release_all(); leaving, or backend exit,
- * ends them.
+ * transactions and by zk_lock_release_all(); leaving, DISCARD ALL or
+ * backend exit ends them.
  *
  * What "held" means is protocol.c's rule (zk_entry_check): the grant
  * belongs to the worker's current ZooKeeper session, confirmed lately.
@@ -1081,4 +1081,16 @@ zk_hold_barrier_leave(const char *name, int64 timeout_ms)
 	PG_END_TRY();
 	forget_member(m);
 	return state == ZK_ASK_DONE;
+}
+
+/*
+ * End every membership of this session at once, without the leave
+ * protocol: the member nodes are deleted, as at backend exit (DISCARD
+ * ALL).  Never throws.
+ */
+void
+zk_hold_barrier_drop_all(void)
+{
+	while (memberships != NIL)
+		forget_member(linitial(memberships));
 }

@@ -65,7 +65,7 @@ zklock_shmem_startup(void)
 /*
  * DISCARD ALL releases every session-scope zklock holding, as it releases
  * advisory locks, so that a connection pooler never hands a zklock lock
- * to its next client.
+ * (or a double barrier membership) to its next client.
  */
 static void
 zklock_process_utility(PlannedStmt *pstmt, const char *queryString,
@@ -82,7 +82,10 @@ zklock_process_utility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 	if (IsA(stmt, DiscardStmt) && ((DiscardStmt *) stmt)->target == DISCARD_ALL)
+	{
 		(void) zk_hold_release_all();
+		zk_hold_barrier_drop_all();
+	}
 }
 
 /*
