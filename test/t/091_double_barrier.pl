@@ -53,14 +53,6 @@ sub ready_exists
 	return zk_exists($zk, "/zklock/$name/ready");
 }
 
-# Wait until nothing of barrier $name is left: no member node, no "ready".
-sub barrier_empty
-{
-	my ($name) = @_;
-	return poll_until(
-		sub { scalar(ZkLockTest::zk_children($zk, "/zklock/$name")) == 0 });
-}
-
 # The zklock worker sessions, as wchp prints them.
 sub hexid { my ($id) = @_; $id =~ s/^0x0*//i; return lc $id; }
 my %zklock_session;
@@ -72,10 +64,11 @@ foreach my $node ($pa, $pb)
 }
 is(scalar keys %zklock_session, 2, 'both instances have a session');
 
-# Watches of sessions other than zklock's (Curator's) on nodes below $path.
-sub curator_watches_below
+# Watches on nodes below $path of zklock's sessions ($zklock true) or of
+# the others (Curator's).
+sub watches_below
 {
-	my ($path) = @_;
+	my ($path, $zklock) = @_;
 	my ($cur, $n) = ('', 0);
 	foreach my $line (split /\n/, $zk->four(1, 'wchp'))
 	{
@@ -85,12 +78,26 @@ sub curator_watches_below
 		}
 		elsif ($line =~ /^\s+(0x[0-9a-f]+)$/i
 			&& index($cur, "$path/") == 0
-			&& !$zklock_session{ hexid($1) })
+			&& ($zklock_session{ hexid($1) } ? 1 : 0) == ($zklock ? 1 : 0))
 		{
 			$n++;
 		}
 	}
 	return $n;
+}
+
+sub curator_watches_below { return watches_below($_[0], 0); }
+
+# Wait until nothing of barrier $name is left: no member node, no
+# "ready", and no watch of zklock on any of them.
+sub barrier_empty
+{
+	my ($name) = @_;
+	return poll_until(
+		sub {
+			scalar(ZkLockTest::zk_children($zk, "/zklock/$name")) == 0
+			  && watches_below("/zklock/$name", 1) == 0;
+		});
 }
 
 # Send a call that must wait, and see it wait.
@@ -140,7 +147,8 @@ ok(!$sa->done, 'A still waits while Curator is in the barrier');
 is($curator->ask(c1 => 'dbarrier-leave -1'), 'ok', 'Curator leaves');
 is($sa->result, 't', "A's leave returns true");
 is($sb->result, 't', "B's leave returns true");
-ok(barrier_empty('db/three'), 'no member node and no ready node is left');
+ok(barrier_empty('db/three'),
+	'no member node, no ready node and no watch of zklock is left');
 is($sa->query_ok(
 		"SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid() "
 		  . "AND state <> 'releasing'"),
