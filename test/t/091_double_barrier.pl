@@ -5,7 +5,10 @@
 #    Enter waits until `members` have entered, leave until all have left,
 #    whoever (SQL or Curator) comes first or last; a member whose backend
 #    is terminated leaves with it; a timed-out, cancelled or
-#    statement/lock-timed-out enter or leave leaves no member node behind.
+#    statement/lock-timed-out enter or leave leaves no member node behind;
+#    an instance that loses its ZooKeeper session (its worker paused past
+#    the session timeout) loses its memberships, and an enter still
+#    waiting starts over in the next session.
 #
 #    Every "is waiting" is established positively (pg_stat_activity, the
 #    member nodes in ZooKeeper, Curator's watch), never by sleeping.
@@ -22,7 +25,7 @@ use Test::More;
 
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until sqlstate);
-use ZkFault qw(zk_exists);
+use ZkFault qw(zk_exists poll_status signal_process);
 use ZkInterop;
 
 my $zk = ZkLockTest::zk_start();
@@ -282,6 +285,64 @@ $sa->query_ok("RESET lock_timeout");
 ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
 is($curator->ask(c3 => 'dbarrier-leave -1'), 'ok', 'Curator leaves');
 ok(barrier_empty('db/lt'), 'nothing is left of the barrier');
+
+
+# ---------------------------------------------------------------------------
+note 'an instance that loses its ZooKeeper session leaves with it';
+
+my $pc = ZkLockTest::pg_node('dbarrier_c', $zk,
+	'zklock.session_timeout' => '4000');
+my $sc = ZkLockTest::Session->new($pc);
+my $sw = ZkLockTest::Session->new($pc);
+$curator->send(c4 => 'dbarrier-enter /zklock/db/loss 2 -1');
+ok(members_become('db/loss', 1), "Curator's member node exists");
+is($sc->query_ok("SELECT zk_double_barrier_enter('db/loss', 2)"), 't',
+	'a session of instance C enters beside Curator');
+is($curator->answer('c4'), 'ok', 'Curator entered');
+start_waiting($pc, $sw, "SELECT zk_double_barrier_enter('db/loss2', 2)",
+	'another session of C entering a second barrier');
+ok(members_become('db/loss2', 1), 'its member node exists');
+my @old = members_of('db/loss2');
+
+my $st = poll_status($pc, sub { $_[0]{state} eq 'connected' });
+signal_process($st->{worker_pid}, 'STOP');
+ok(members_become('db/loss', 1),
+	"C's member node expires with its session (the worker is paused)");
+ok(members_become('db/loss2', 0), "so does its waiting member's node");
+is($curator->ask(c4 => 'dbarrier-leave -1'), 'ok',
+	'Curator leaves without waiting for the lost member');
+ok(barrier_empty('db/loss'), 'nothing is left of the barrier');
+signal_process($st->{worker_pid}, 'CONT');
+ok(poll_status($pc,
+		sub { $_[0]{state} eq 'connected' && $_[0]{session_id} ne $st->{session_id} },
+		timeout => 30),
+	'C has a new ZooKeeper session');
+
+ok(members_become('db/loss2', 1),
+	'the waiting enter starts over in the new session');
+isnt((members_of('db/loss2'))[0], $old[0], 'with a new member node');
+ok(!$sw->done, 'and still waits');
+is($curator->ask(c5 => 'dbarrier-enter /zklock/db/loss2 2 -1'), 'ok',
+	'Curator enters that barrier as the second member');
+is($sw->result, 't', "C's waiting enter returns true");
+
+($out, $err) = $sc->query("SELECT zk_double_barrier_leave('db/loss')");
+is(sqlstate($err), '40001', 'the lost member cannot leave: 40001');
+like($err, qr/was left when its ZooKeeper session ended/,
+	'the message says why');
+is($sc->query_ok("SELECT zk_double_barrier_enter('db/loss', 1)"), 't',
+	'it can enter again');
+is($sc->query_ok("SELECT zk_double_barrier_leave('db/loss')"), 't',
+	'and leave');
+start_waiting($pc, $sw, "SELECT zk_double_barrier_leave('db/loss2')",
+	'C leaving the second barrier');
+is($curator->ask(c5 => 'dbarrier-leave -1'), 'ok', 'Curator leaves it');
+is($sw->result, 't', "C's leave returns true");
+ok(barrier_empty('db/loss') && barrier_empty('db/loss2'),
+	'nothing is left of either barrier');
+$sc->quit;
+$sw->quit;
+$pc->stop;
 
 $curator->quit;
 $sa->quit;
