@@ -191,6 +191,32 @@ is($curator->answer('c2'), 'ok', "Curator's leave returns");
 ok(barrier_empty('db/two'), 'nothing is left of the barrier');
 
 # ---------------------------------------------------------------------------
+note 'two members on one instance, and one on the other';
+
+my $sa2 = ZkLockTest::Session->new($pa);
+start_waiting($pa, $sa, "SELECT zk_double_barrier_enter('db/same', 3)",
+	'A entering');
+start_waiting($pa, $sa2, "SELECT zk_double_barrier_enter('db/same', 3)",
+	'a second session of instance A entering');
+ok(members_become('db/same', 2), 'two member nodes of instance A');
+ok(!$sa->done && !$sa2->done, 'both wait');
+is($sb->query_ok("SELECT zk_double_barrier_enter('db/same', 3)"), 't',
+	'B enters as the third member at once');
+is($sa->result, 't', "A's enter returns true");
+is($sa2->result, 't', "the second session's enter returns true");
+start_waiting($pa, $sa, "SELECT zk_double_barrier_leave('db/same')",
+	'A leaving');
+start_waiting($pb, $sb, "SELECT zk_double_barrier_leave('db/same')",
+	'B leaving');
+ok(!$sa->done, 'A still waits for the second session of its instance');
+is($sa2->query_ok("SELECT zk_double_barrier_leave('db/same')"), 't',
+	'the second session leaves, last');
+is($sa->result, 't', "A's leave returns true");
+is($sb->result, 't', "B's leave returns true");
+ok(barrier_empty('db/same'), 'nothing is left of the barrier');
+$sa2->quit;
+
+# ---------------------------------------------------------------------------
 note 'a member whose backend is terminated leaves with it';
 
 my $sk = ZkLockTest::Session->new($pa);
