@@ -10,6 +10,8 @@
  *			 zk_wait()		sleeps on its latch until the worker decided, the
  *							caller's deadline passed or an interrupt came
  *			 zk_ask()		asks more of a held entry, and waits for it
+ *			 zk_ask_wait()	the same for an ask that waits for others (leave
+ *							a double barrier), like a lock wait
  *			 zk_give_up()	hands the entry back (release, cancel, exit)
  *	worker:  zk_take_queue(), zk_set_outcome(), zk_set_grant(), ...,
  *			 zk_free_entry()
