@@ -120,9 +120,8 @@ enter_failed(ZkPart *p, const ZkResult *r, const char *what)
 }
 
 /* Answer the holder's leave: fail it. */
-static void
-leave_failed(ZkPart *p, int sqlerrcode, const char *fmt,...)
-pg_attribute_printf(3, 4);
+static void leave_failed(ZkPart *p, int sqlerrcode,
+						 const char *fmt,...) pg_attribute_printf(3, 4);
 
 static void
 leave_failed(ZkPart *p, int sqlerrcode, const char *fmt,...)
