@@ -313,3 +313,20 @@ RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_barrier_wait(text, integer) IS
 'wait until a zklock barrier is not set; true then, false on timeout';
 REVOKE ALL ON FUNCTION @extschema@.zk_barrier_wait(text, integer) FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- Double barrier: Apache Curator's DistributedDoubleBarrier, the members'
+-- ephemeral nodes <zklock.root>/<name>/<uuid> and the node "ready".
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_double_barrier_enter(name text, members integer,
+    timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_double_barrier_enter(text, integer, integer) IS
+'enter a zklock double barrier; true once members have entered, false on timeout';
+REVOKE ALL ON FUNCTION @extschema@.zk_double_barrier_enter(text, integer, integer) FROM PUBLIC;
+
+CREATE FUNCTION zk_double_barrier_leave(name text, timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_double_barrier_leave(text, integer) IS
+'leave a zklock double barrier entered by this session; true once all members have left, false on timeout';
+REVOKE ALL ON FUNCTION @extschema@.zk_double_barrier_leave(text, integer) FROM PUBLIC;

@@ -202,6 +202,7 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_BARRIER_SET] = &zk_barrier_set_driver,
 	[ZK_KIND_BARRIER_REMOVE] = &zk_barrier_remove_driver,
 	[ZK_KIND_BARRIER_WAIT] = &zk_barrier_wait_driver,
+	[ZK_KIND_DOUBLE_BARRIER] = &zk_double_barrier_driver,
 };
 
 /* Call a hook (init, reload, run, exit) of every driver that has it. */

@@ -217,6 +217,7 @@ extern const ZkDriver zk_claim_driver;
 extern const ZkDriver zk_barrier_set_driver;
 extern const ZkDriver zk_barrier_remove_driver;
 extern const ZkDriver zk_barrier_wait_driver;
+extern const ZkDriver zk_double_barrier_driver;
 
 /* job claims (recipes/claim.c): listings, retention, reopening */
 #define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */

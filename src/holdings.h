@@ -22,5 +22,9 @@ extern void zk_hold_release_last(ZkKind kind, const char *name);
 extern int	zk_hold_release_all(void);
 extern bool zk_hold_is_held(ZkKind kind, const char *name, int64 *token);
 extern bool zk_hold_claim(const char *job, TimestampTz slot);
+extern bool zk_hold_barrier_enter(const char *name, int32 members,
+								  int64 timeout_ms);
+extern bool zk_hold_barrier_leave(const char *name, int64 timeout_ms);
+extern void zk_hold_barrier_drop_all(void);
 
 #endif							/* ZKLOCK_HOLDINGS_H */

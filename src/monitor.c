@@ -28,6 +28,7 @@ static const char *const kind_labels[ZK_NUM_KINDS] = {
 	[ZK_KIND_SEMAPHORE] = "semaphore",
 	[ZK_KIND_SEMAPHORE_ENTRY] = "semaphore entry",
 	[ZK_KIND_JOB_CLAIM] = "job claim",
+	[ZK_KIND_DOUBLE_BARRIER] = "double barrier",
 	[ZK_KIND_LIST] = "listing",
 };
 

@@ -10,6 +10,8 @@
  *			 zk_wait()		sleeps on its latch until the worker decided, the
  *							caller's deadline passed or an interrupt came
  *			 zk_ask()		asks more of a held entry, and waits for it
+ *			 zk_ask_wait()	the same for an ask that waits for others (leave
+ *							a double barrier), like a lock wait
  *			 zk_give_up()	hands the entry back (release, cancel, exit)
  *	worker:  zk_take_queue(), zk_set_outcome(), zk_set_grant(), ...,
  *			 zk_free_entry()
@@ -601,12 +603,13 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 
 /*
  * Ask the worker for something more on an entry the caller holds, and wait
- * until it is done or the deadline (0: none) passes.  A failure or the
- * deadline raise an ERROR; the entry stays the caller's either way (it
- * gives it up as usual).
+ * for its answer until the deadline (0: none).  Returns DONE or
+ * WOULD_BLOCK as the worker answered, or PENDING when the deadline passed
+ * first; a failure the worker reports is raised as an ERROR.  The entry
+ * stays the caller's either way.
  */
-void
-zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
+static ZkAskState
+zk_ask_loop(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 
@@ -633,8 +636,8 @@ zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 		strlcpy(msg, e->errmsg, sizeof(msg));
 		LWLockRelease(zk_shared->lock);
 
-		if (state == ZK_ASK_DONE)
-			return;
+		if (state == ZK_ASK_DONE || state == ZK_ASK_WOULD_BLOCK)
+			return state;
 		if (state == ZK_ASK_FAILED)
 			ereport(ERROR,
 					(errcode(code),
@@ -644,11 +647,51 @@ zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 					 errdetail_internal("%s", msg)));
 		now = GetCurrentTimestamp();
 		if (deadline != 0 && now >= deadline)
-			ereport(ERROR,
-					(errcode(ERRCODE_QUERY_CANCELED),
-					 errmsg("zklock timed out waiting for ZooKeeper")));
+			return ZK_ASK_PENDING;
 		zk_sleep(deadline ? zk_ms_until(now, deadline) : 1000);
 	}
+}
+
+/*
+ * Ask the worker for something more on an entry the caller holds, and wait
+ * until it is done or the deadline (0: none) passes.  A failure or the
+ * deadline raise an ERROR; the entry stays the caller's either way (it
+ * gives it up as usual).
+ */
+void
+zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
+{
+	if (zk_ask_loop(id, generation, ask, deadline) == ZK_ASK_PENDING)
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("zklock timed out waiting for ZooKeeper")));
+}
+
+/*
+ * Ask something of a held entry that waits for others (leave a double
+ * barrier) and wait for it like a lock wait: cancel, statement_timeout and
+ * lock_timeout end it with their ERRORs.  Returns DONE, WOULD_BLOCK (a
+ * no-wait ask), or PENDING when the deadline (0: none) passed first; the
+ * entry stays the caller's in every case, errors included.
+ */
+ZkAskState
+zk_ask_wait(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
+{
+	ZkAskState	state;
+
+	if (LockTimeout > 0)
+		enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+	PG_TRY();
+	{
+		state = zk_ask_loop(id, generation, ask, deadline);
+	}
+	PG_FINALLY();
+	{
+		if (LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
+	}
+	PG_END_TRY();
+	return state;
 }
 
 /* The answer of a one-shot request that is DONE. */

@@ -53,7 +53,8 @@ typedef enum ZkAsk
 {
 	ZK_ASK_NONE = 0,
 	ZK_ASK_FINALIZE,			/* job claim: make it final (at COMMIT) */
-	ZK_ASK_LEAVE				/* double barrier: leave it */
+	ZK_ASK_LEAVE,				/* double barrier: leave it */
+	ZK_ASK_LEAVE_NOWAIT			/* ... WOULD_BLOCK rather than wait */
 } ZkAsk;
 
 typedef enum ZkAskState
@@ -61,6 +62,7 @@ typedef enum ZkAskState
 	ZK_ASK_IDLE = 0,
 	ZK_ASK_PENDING,
 	ZK_ASK_DONE,
+	ZK_ASK_WOULD_BLOCK,			/* a no-wait ask would have to wait */
 	ZK_ASK_FAILED				/* errcode/errmsg say why */
 } ZkAskState;
 
@@ -189,6 +191,8 @@ typedef struct ZkRequest
 extern int	zk_request(const ZkRequest *req, uint32 *generation);
 extern ZkEntryState zk_wait(int id, uint32 generation, TimestampTz deadline);
 extern void zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline);
+extern ZkAskState zk_ask_wait(int id, uint32 generation, ZkAsk ask,
+							  TimestampTz deadline);
 extern void zk_give_up(int id, uint32 generation);
 extern bool zk_entry_valid(int id, uint32 generation, int64 *token);
 extern int64 zk_entry_session(int id, uint32 generation);

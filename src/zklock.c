@@ -65,7 +65,7 @@ zklock_shmem_startup(void)
 /*
  * DISCARD ALL releases every session-scope zklock holding, as it releases
  * advisory locks, so that a connection pooler never hands a zklock lock
- * to its next client.
+ * (or a double barrier membership) to its next client.
  */
 static void
 zklock_process_utility(PlannedStmt *pstmt, const char *queryString,
@@ -82,7 +82,10 @@ zklock_process_utility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 	if (IsA(stmt, DiscardStmt) && ((DiscardStmt *) stmt)->target == DISCARD_ALL)
+	{
 		(void) zk_hold_release_all();
+		zk_hold_barrier_drop_all();
+	}
 }
 
 /*
@@ -120,6 +123,8 @@ zk_kind_name(ZkKind kind)
 		case ZK_KIND_BARRIER_REMOVE:
 		case ZK_KIND_BARRIER_WAIT:
 			return "barrier";
+		case ZK_KIND_DOUBLE_BARRIER:
+			return "double barrier";
 		default:
 			break;
 	}
@@ -150,6 +155,8 @@ zk_kind_verb(ZkKind kind)
 			return "remove barrier";
 		case ZK_KIND_BARRIER_WAIT:
 			return "wait on barrier";
+		case ZK_KIND_DOUBLE_BARRIER:
+			return "enter double barrier";
 		default:
 			break;
 	}

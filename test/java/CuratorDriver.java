@@ -1,8 +1,8 @@
 /*
  * CuratorDriver.java
  *    A peer for zklock's interoperability test (test/t/050_interop.pl):
- *    Apache Curator's lock recipes, LeaderLatch and DistributedBarrier,
- *    driven line by line on standard input.
+ *    Apache Curator's lock recipes, LeaderLatch, DistributedBarrier and
+ *    DistributedDoubleBarrier, driven line by line on standard input.
  *
  * Usage: java -cp <curator and zookeeper jars>:<dir> CuratorDriver CONNECT
  *
@@ -34,6 +34,10 @@
  *   TAG barrier-remove PATH                   .setBarrier(), .removeBarrier()
  *   TAG barrier-wait PATH TIMEOUT_MS          .waitOnBarrier(): ok once the
  *                                         barrier is not set
+ *   TAG dbarrier-enter PATH MEMBERS TIMEOUT_MS
+ *                                         DistributedDoubleBarrier(PATH,
+ *                                         MEMBERS).enter(): the tag's member
+ *   TAG dbarrier-leave TIMEOUT_MS         .leave() of the tag's member
  *   quit                                  close the session and exit
  *
  * End of input counts as quit.  Answers "TAG error ..." for a release
@@ -52,6 +56,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.barriers.DistributedBarrier;
+import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
@@ -73,6 +78,8 @@ public class CuratorDriver
 	private static final Map<String, Lease> leases =
 		new java.util.concurrent.ConcurrentHashMap<>();
 	private static final Map<String, LeaderLatch> latches =
+		new java.util.concurrent.ConcurrentHashMap<>();
+	private static final Map<String, DistributedDoubleBarrier> dbarriers =
 		new java.util.concurrent.ConcurrentHashMap<>();
 
 	private static synchronized void answer(String line)
@@ -198,6 +205,32 @@ public class CuratorDriver
 					return "ok";
 				}
 				return b.waitOnBarrier(ms, TimeUnit.MILLISECONDS) ? "ok" : "timeout";
+			}
+			case "dbarrier-enter":
+			{
+				DistributedDoubleBarrier b =
+					new DistributedDoubleBarrier(client, w[2], Integer.parseInt(w[3]));
+				long ms = Long.parseLong(w[4]);
+				dbarriers.put(tag, b);
+				if (ms < 0)
+				{
+					b.enter();
+					return "ok";
+				}
+				return b.enter(ms, TimeUnit.MILLISECONDS) ? "ok" : "timeout";
+			}
+			case "dbarrier-leave":
+			{
+				DistributedDoubleBarrier b = dbarriers.get(tag);
+				if (b == null)
+					return "error no double barrier";
+				long ms = Long.parseLong(w[2]);
+				if (ms < 0)
+				{
+					b.leave();
+					return "ok";
+				}
+				return b.leave(ms, TimeUnit.MILLISECONDS) ? "ok" : "timeout";
 			}
 			default:
 				return "error unknown command " + w[1];

@@ -1,0 +1,379 @@
+# 091_double_barrier.pl
+#    The double barrier (zk_double_barrier_enter, zk_double_barrier_leave),
+#    Curator's DistributedDoubleBarrier on the same path: SQL sessions of
+#    two PostgreSQL instances and real Curator members in one barrier.
+#    Enter waits until `members` have entered, leave until all have left,
+#    whoever (SQL or Curator) comes first or last; a member whose backend
+#    is terminated leaves with it; a timed-out, cancelled or
+#    statement/lock-timed-out enter or leave leaves no member node behind;
+#    an instance that loses its ZooKeeper session (its worker paused past
+#    the session timeout) loses its memberships, and an enter still
+#    waiting starts over in the next session.
+#
+#    Every "is waiting" is established positively (pg_stat_activity, the
+#    member nodes in ZooKeeper, Curator's watch), never by sleeping.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use ZkLockTest;
+use ZkLockTest::Session qw(poll_until sqlstate);
+use ZkFault qw(zk_exists poll_status signal_process);
+use ZkInterop;
+
+my $zk = ZkLockTest::zk_start();
+my $pa = ZkLockTest::pg_node('dbarrier_a', $zk);
+my $pb = ZkLockTest::pg_node('dbarrier_b', $zk);
+my $curator = ZkInterop::curator($zk);
+
+my $sa = ZkLockTest::Session->new($pa);
+my $sb = ZkLockTest::Session->new($pb);
+
+# The member nodes of barrier $name (its children but "ready").
+sub members_of
+{
+	my ($name) = @_;
+	return grep { $_ ne 'ready' } ZkLockTest::zk_children($zk, "/zklock/$name");
+}
+
+# Wait until barrier $name has $want member nodes.
+sub members_become
+{
+	my ($name, $want) = @_;
+	return poll_until(sub { scalar(members_of($name)) == $want });
+}
+
+sub ready_exists
+{
+	my ($name) = @_;
+	return zk_exists($zk, "/zklock/$name/ready");
+}
+
+# The zklock worker sessions, as wchp prints them.
+sub hexid { my ($id) = @_; $id =~ s/^0x0*//i; return lc $id; }
+my %zklock_session;
+foreach my $node ($pa, $pb)
+{
+	my $st = ZkFault::poll_status($node,
+		sub { $_[0]{state} eq 'connected' && $_[0]{session_id} ne '' });
+	$zklock_session{ hexid($st->{session_id}) } = 1 if $st;
+}
+is(scalar keys %zklock_session, 2, 'both instances have a session');
+
+# Watches on nodes below $path of zklock's sessions ($zklock true) or of
+# the others (Curator's).
+sub watches_below
+{
+	my ($path, $zklock) = @_;
+	my ($cur, $n) = ('', 0);
+	foreach my $line (split /\n/, $zk->four(1, 'wchp'))
+	{
+		if ($line =~ m{^(/\S*)$})
+		{
+			$cur = $1;
+		}
+		elsif ($line =~ /^\s+(0x[0-9a-f]+)$/i
+			&& index($cur, "$path/") == 0
+			&& ($zklock_session{ hexid($1) } ? 1 : 0) == ($zklock ? 1 : 0))
+		{
+			$n++;
+		}
+	}
+	return $n;
+}
+
+sub curator_watches_below { return watches_below($_[0], 0); }
+
+# Wait until nothing of barrier $name is left: no member node, no
+# "ready", and no watch of zklock on any of them.
+sub barrier_empty
+{
+	my ($name) = @_;
+	return poll_until(
+		sub {
+			scalar(ZkLockTest::zk_children($zk, "/zklock/$name")) == 0
+			  && watches_below("/zklock/$name", 1) == 0;
+		});
+}
+
+# Send a call that must wait, and see it wait.
+sub start_waiting
+{
+	my ($node, $s, $sql, $what) = @_;
+	$s->send($sql);
+	ZkLockTest::wait_for_extension_wait($node, $s->pid);
+	ok(!$s->done, "$what waits");
+	return;
+}
+
+# ---------------------------------------------------------------------------
+note 'three members: SQL on instance A, SQL on instance B, Curator';
+
+start_waiting($pa, $sa, "SELECT zk_double_barrier_enter('db/three', 3)",
+	'A (1 of 3) entering');
+ok(members_become('db/three', 1), "A's member node exists");
+my @nodes = members_of('db/three');
+like($nodes[0], qr/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+	'named by a random UUID, as Curator names its members');
+is(ZkLockTest::zk_python($zk,
+		q{print(zk.exists(args[0]).ephemeralOwner != 0, end='')},
+		"/zklock/db/three/$nodes[0]"),
+	'True', 'the member node is ephemeral');
+start_waiting($pb, $sb, "SELECT zk_double_barrier_enter('db/three', 3)",
+	'B (2 of 3) entering');
+ok(members_become('db/three', 2), "B's member node exists");
+ok(!$sa->done, 'A still waits with 2 of 3 entered');
+ok(!ready_exists('db/three'), 'no ready node yet');
+is($curator->ask(c1 => 'dbarrier-enter /zklock/db/three 3 -1'), 'ok',
+	'Curator enters as the third member at once');
+is($sa->result, 't', "A's enter returns true");
+is($sb->result, 't', "B's enter returns true");
+ok(ready_exists('db/three'), 'the ready node exists');
+is(scalar(members_of('db/three')), 3, 'three member nodes');
+is($sa->query_ok(
+		"SELECT kind || ' ' || scope || ' ' || state FROM zk_locks "
+		  . "WHERE pid = pg_backend_pid()"),
+	'double barrier session held', 'zk_locks shows the membership');
+
+start_waiting($pa, $sa, "SELECT zk_double_barrier_leave('db/three')",
+	'A (first to leave) leaving');
+start_waiting($pb, $sb, "SELECT zk_double_barrier_leave('db/three')",
+	'B (second to leave) leaving');
+ok(!$sa->done, 'A still waits while Curator is in the barrier');
+is($curator->ask(c1 => 'dbarrier-leave -1'), 'ok', 'Curator leaves');
+is($sa->result, 't', "A's leave returns true");
+is($sb->result, 't', "B's leave returns true");
+ok(barrier_empty('db/three'),
+	'no member node, no ready node and no watch of zklock is left');
+is($sa->query_ok(
+		"SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid() "
+		  . "AND state <> 'releasing'"),
+	'0', 'A is no member any more');
+
+# ---------------------------------------------------------------------------
+note 'Curator enters first and waits; zklock leaves first and waits';
+
+$curator->send(c2 => 'dbarrier-enter /zklock/db/two 2 -1');
+ok(members_become('db/two', 1), "Curator's member node exists");
+ok(poll_until(sub { curator_watches_below('/zklock/db/two') == 1 }),
+	'Curator watches the ready node');
+ok(!$curator->answered('c2'), 'Curator waits');
+is($sa->query_ok("SELECT zk_double_barrier_enter('db/two', 2)"), 't',
+	'zklock enters as the second member at once');
+is($curator->answer('c2'), 'ok', "Curator's enter returns");
+start_waiting($pa, $sa, "SELECT zk_double_barrier_leave('db/two')",
+	'zklock leaving first');
+is($curator->ask(c2 => 'dbarrier-leave -1'), 'ok', 'Curator leaves');
+is($sa->result, 't', "zklock's leave returns true");
+ok(barrier_empty('db/two'), 'nothing is left of the barrier');
+
+note 'the same barrier again: zklock enters first, Curator leaves first';
+
+start_waiting($pb, $sb, "SELECT zk_double_barrier_enter('db/two', 2)",
+	'zklock (instance B) entering first');
+is($curator->ask(c2 => 'dbarrier-enter /zklock/db/two 2 -1'), 'ok',
+	'Curator enters as the second member at once');
+is($sb->result, 't', "zklock's enter returns true");
+$curator->send(c2 => 'dbarrier-leave -1');
+ok(poll_until(sub { curator_watches_below('/zklock/db/two') == 1 }),
+	"Curator's leave watches a member node");
+ok(!$curator->answered('c2'), "Curator's leave waits for zklock");
+is($sb->query_ok("SELECT zk_double_barrier_leave('db/two')"), 't',
+	'zklock leaves, last');
+is($curator->answer('c2'), 'ok', "Curator's leave returns");
+ok(barrier_empty('db/two'), 'nothing is left of the barrier');
+
+# ---------------------------------------------------------------------------
+note 'two members on one instance, and one on the other';
+
+my $sa2 = ZkLockTest::Session->new($pa);
+start_waiting($pa, $sa, "SELECT zk_double_barrier_enter('db/same', 3)",
+	'A entering');
+start_waiting($pa, $sa2, "SELECT zk_double_barrier_enter('db/same', 3)",
+	'a second session of instance A entering');
+ok(members_become('db/same', 2), 'two member nodes of instance A');
+ok(!$sa->done && !$sa2->done, 'both wait');
+is($sb->query_ok("SELECT zk_double_barrier_enter('db/same', 3)"), 't',
+	'B enters as the third member at once');
+is($sa->result, 't', "A's enter returns true");
+is($sa2->result, 't', "the second session's enter returns true");
+start_waiting($pa, $sa, "SELECT zk_double_barrier_leave('db/same')",
+	'A leaving');
+start_waiting($pb, $sb, "SELECT zk_double_barrier_leave('db/same')",
+	'B leaving');
+ok(!$sa->done, 'A still waits for the second session of its instance');
+is($sa2->query_ok("SELECT zk_double_barrier_leave('db/same')"), 't',
+	'the second session leaves, last');
+is($sa->result, 't', "A's leave returns true");
+is($sb->result, 't', "B's leave returns true");
+ok(barrier_empty('db/same'), 'nothing is left of the barrier');
+$sa2->quit;
+
+# ---------------------------------------------------------------------------
+note 'a member whose backend is terminated leaves with it';
+
+my $sk = ZkLockTest::Session->new($pa);
+start_waiting($pa, $sk, "SELECT zk_double_barrier_enter('db/kill', 3)",
+	'a member to be killed entering');
+ok(members_become('db/kill', 1), 'its member node exists');
+is($pa->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $sk->pid . ')'),
+	't', 'its backend is terminated while it waits');
+ok(members_become('db/kill', 0), 'its member node is gone');
+$sk->quit;
+
+$sk = ZkLockTest::Session->new($pa);
+$sk->send("SELECT zk_double_barrier_enter('db/kill', 2)");
+is($sb->query_ok("SELECT zk_double_barrier_enter('db/kill', 2)"), 't',
+	'B enters beside it');
+is($sk->result, 't', 'both entered');
+is($pa->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $sk->pid . ')'),
+	't', 'the other member is terminated inside the barrier');
+ok(members_become('db/kill', 1), 'its member node is gone');
+is($sb->query_ok("SELECT zk_double_barrier_leave('db/kill', 30000)"), 't',
+	"B's leave does not wait for the terminated member");
+ok(barrier_empty('db/kill'), 'nothing is left of the barrier');
+$sk->quit;
+
+# ---------------------------------------------------------------------------
+note 'timeouts, cancel, statement_timeout and lock_timeout leave nothing';
+
+is($sa->query_ok("SELECT zk_double_barrier_enter('db/t', 2, 300)"), 'f',
+	'an enter with a timeout returns false');
+ok(members_become('db/t', 0), 'its member node is gone');
+is($sa->query_ok("SELECT zk_double_barrier_enter('db/t', 2, 0)"), 'f',
+	'an enter that must not wait returns false');
+ok(members_become('db/t', 0), 'its member node is gone');
+
+start_waiting($pa, $sa, "SELECT zk_double_barrier_enter('db/t', 2)",
+	'an enter to be cancelled');
+ok(members_become('db/t', 1), 'its member node exists');
+is($pa->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $sa->pid . ')'),
+	't', 'cancel sent');
+my ($out, $err) = $sa->result;
+is(sqlstate($err), '57014', 'the enter ends with SQLSTATE 57014');
+ok(members_become('db/t', 0), 'the cancelled enter left no member node');
+
+foreach my $case ([ 'statement_timeout', '57014' ], [ 'lock_timeout', '55P03' ])
+{
+	my ($setting, $code) = @$case;
+	$sa->query_ok("SET $setting = '500ms'");
+	($out, $err) = $sa->query("SELECT zk_double_barrier_enter('db/t', 2)");
+	is(sqlstate($err), $code, "$setting ends an enter with $code");
+	ok(members_become('db/t', 0), "$setting: no member node is left");
+	$sa->query_ok("RESET $setting");
+}
+is($sa->query_ok(
+		"SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid() "
+		  . "AND state <> 'releasing'"),
+	'0', 'nothing of the enters is left in zk_locks');
+
+note 'a leave that times out or is cancelled: the member node goes';
+
+$curator->send(c3 => 'dbarrier-enter /zklock/db/lt 2 -1');
+ok(members_become('db/lt', 1), "Curator's member node exists");
+is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 2)"), 't',
+	'zklock enters beside Curator');
+is($curator->answer('c3'), 'ok', 'Curator entered');
+is($sa->query_ok("SELECT zk_double_barrier_leave('db/lt', 300)"), 'f',
+	'a leave with a timeout returns false while Curator is inside');
+ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
+($out, $err) = $sa->query("SELECT zk_double_barrier_leave('db/lt', 0)");
+is(sqlstate($err), '55000', 'the session is no member any more');
+is($curator->ask(c3 => 'dbarrier-leave -1'), 'ok',
+	'Curator leaves, alone now');
+ok(barrier_empty('db/lt'), 'nothing is left of the barrier');
+
+$curator->send(c3 => 'dbarrier-enter /zklock/db/lt 2 -1');
+ok(members_become('db/lt', 1), "Curator's member node exists");
+is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 2)"), 't',
+	'zklock enters beside Curator again');
+is($curator->answer('c3'), 'ok', 'Curator entered');
+start_waiting($pa, $sa, "SELECT zk_double_barrier_leave('db/lt')",
+	'a leave to be cancelled');
+is($pa->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $sa->pid . ')'),
+	't', 'cancel sent');
+($out, $err) = $sa->result;
+is(sqlstate($err), '57014', 'the leave ends with SQLSTATE 57014');
+ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
+$sa->query_ok("SET lock_timeout = '500ms'");
+is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 1)"), 't',
+	'zklock enters a third time (a barrier of one: at once)');
+($out, $err) = $sa->query("SELECT zk_double_barrier_leave('db/lt')");
+is(sqlstate($err), '55P03', 'lock_timeout ends a leave with 55P03');
+$sa->query_ok("RESET lock_timeout");
+ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
+is($curator->ask(c3 => 'dbarrier-leave -1'), 'ok', 'Curator leaves');
+ok(barrier_empty('db/lt'), 'nothing is left of the barrier');
+
+
+# ---------------------------------------------------------------------------
+note 'an instance that loses its ZooKeeper session leaves with it';
+
+my $pc = ZkLockTest::pg_node('dbarrier_c', $zk,
+	'zklock.session_timeout' => '4000');
+my $sc = ZkLockTest::Session->new($pc);
+my $sw = ZkLockTest::Session->new($pc);
+$curator->send(c4 => 'dbarrier-enter /zklock/db/loss 2 -1');
+ok(members_become('db/loss', 1), "Curator's member node exists");
+is($sc->query_ok("SELECT zk_double_barrier_enter('db/loss', 2)"), 't',
+	'a session of instance C enters beside Curator');
+is($curator->answer('c4'), 'ok', 'Curator entered');
+start_waiting($pc, $sw, "SELECT zk_double_barrier_enter('db/loss2', 2)",
+	'another session of C entering a second barrier');
+ok(members_become('db/loss2', 1), 'its member node exists');
+my @old = members_of('db/loss2');
+
+my $st = poll_status($pc, sub { $_[0]{state} eq 'connected' });
+signal_process($st->{worker_pid}, 'STOP');
+ok(members_become('db/loss', 1),
+	"C's member node expires with its session (the worker is paused)");
+ok(members_become('db/loss2', 0), "so does its waiting member's node");
+is($curator->ask(c4 => 'dbarrier-leave -1'), 'ok',
+	'Curator leaves without waiting for the lost member');
+ok(barrier_empty('db/loss'), 'nothing is left of the barrier');
+signal_process($st->{worker_pid}, 'CONT');
+ok(poll_status($pc,
+		sub { $_[0]{state} eq 'connected' && $_[0]{session_id} ne $st->{session_id} },
+		timeout => 30),
+	'C has a new ZooKeeper session');
+
+ok(members_become('db/loss2', 1),
+	'the waiting enter starts over in the new session');
+isnt((members_of('db/loss2'))[0], $old[0], 'with a new member node');
+ok(!$sw->done, 'and still waits');
+is($curator->ask(c5 => 'dbarrier-enter /zklock/db/loss2 2 -1'), 'ok',
+	'Curator enters that barrier as the second member');
+is($sw->result, 't', "C's waiting enter returns true");
+
+($out, $err) = $sc->query("SELECT zk_double_barrier_leave('db/loss')");
+is(sqlstate($err), '40001', 'the lost member cannot leave: 40001');
+like($err, qr/was left when its ZooKeeper session ended/,
+	'the message says why');
+is($sc->query_ok("SELECT zk_double_barrier_enter('db/loss', 1)"), 't',
+	'it can enter again');
+is($sc->query_ok("SELECT zk_double_barrier_leave('db/loss')"), 't',
+	'and leave');
+start_waiting($pc, $sw, "SELECT zk_double_barrier_leave('db/loss2')",
+	'C leaving the second barrier');
+is($curator->ask(c5 => 'dbarrier-leave -1'), 'ok', 'Curator leaves it');
+is($sw->result, 't', "C's leave returns true");
+ok(barrier_empty('db/loss') && barrier_empty('db/loss2'),
+	'nothing is left of either barrier');
+$sc->quit;
+$sw->quit;
+$pc->stop;
+
+$curator->quit;
+$sa->quit;
+$sb->quit;
+$pa->stop;
+$pb->stop;
+$zk->stop;
+done_testing();
