@@ -25,6 +25,7 @@ OBJS = \
 	src/recipes/claim.o \
 	src/claims.o \
 	src/recipes/barrier.o \
+	src/recipes/revoke.o \
 	src/leaders.o \
 	src/barriers.o \
 	src/naming.o \
@@ -47,7 +48,7 @@ SHLIB_LINK = -lzookeeper_st
 # configuration (shared_preload_libraries, zklock.hosts of the test
 # ZooKeeper) to $(ZKLOCK_REGRESS_CONF).
 ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
-REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier upgrade
+REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier revoke upgrade
 REGRESS_OPTS = --temp-config=$(ZKLOCK_REGRESS_CONF) \
 	--temp-instance=$(CURDIR)/tmp_regress
 

@@ -120,6 +120,10 @@ zk_kind_name(ZkKind kind)
 		case ZK_KIND_BARRIER_REMOVE:
 		case ZK_KIND_BARRIER_WAIT:
 			return "barrier";
+		case ZK_KIND_REVOKE:
+			return "revocation";
+		case ZK_KIND_LIST:
+			return "listing";
 		default:
 			break;
 	}
@@ -150,6 +154,10 @@ zk_kind_verb(ZkKind kind)
 			return "remove barrier";
 		case ZK_KIND_BARRIER_WAIT:
 			return "wait on barrier";
+		case ZK_KIND_REVOKE:
+			return "revoke lock";
+		case ZK_KIND_LIST:
+			return "list";
 		default:
 			break;
 	}
