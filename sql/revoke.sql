@@ -41,8 +41,8 @@ SELECT zk_lock_revocation_requested('reg/revoke');
 SELECT node ~ '^/zklock/reg/revoke/_c_[0-9a-f-]{36}-lock-[0-9]{10}$' AS node_ok,
        sequence >= 0 AS has_sequence, kind, holds,
        (owner::json->>'pid')::int = pg_backend_pid() AS mine,
-       owner::json->>'app' AS app, owner::json ? 'instance' AS has_instance,
-       owner::json ? 'host' AS has_host
+       owner::json->>'app' AS app, owner::jsonb ? 'instance' AS has_instance,
+       owner::jsonb ? 'host' AS has_host
   FROM zk_lock_participants('reg/revoke');
 SELECT zk_lock_revoke('reg/revoke');
 -- the holder hears of it through its node's data watch
