@@ -12,6 +12,8 @@
 #      WARNING saying why; an idle session lets go at the end of its next
 #      transaction.  Requests of the instance queued behind a revoked node
 #      get the lock on a fresh node.
+#    - A holder whose node another client deletes learns it at once (its
+#      node's data watch fires).
 #    - zk_lock_participants shows zklock's, Curator's and Kazoo's nodes with
 #      their data as written (non-UTF-8 data in hex), in lock order.
 #
@@ -194,6 +196,21 @@ is(query_becomes($sa, "SELECT zk_lock_revocation_requested('rev/rw')", 't'),
 is($sa->query_ok("SELECT zk_rwlock_read_release('rev/rw')"), 't',
 	'A lets go');
 is($curator->ask(r1 => 'read-release'), 'ok', 'Curator lets go');
+
+# ---------------------------------------------------------------------------
+note "the holder's data watch also sees its node deleted by someone else";
+
+is($sa->query_ok("SELECT zk_lock_acquire('rev/del')"), 't', 'A holds a lock');
+ZkLockTest::zk_python($zk, q{
+for c in zk.get_children(args[0]):
+    zk.delete(args[0] + '/' + c)
+}, '/zklock/rev/del');
+ok( $pa->poll_query_until('postgres',
+		"SELECT state = 'lost' FROM zk_locks WHERE name = 'rev/del'"),
+	'the holding is lost at once, with nobody contending');
+($out, $err) = $sa->query("SELECT zk_lock_held('rev/del')");
+is($out, 'f', 'A no longer holds it');
+like($err, qr/zklock lock "rev\/del" was lost/, 'with a WARNING');
 
 # ---------------------------------------------------------------------------
 note 'participants: zklock, Curator and Kazoo, with their data';
