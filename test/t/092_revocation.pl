@@ -267,6 +267,29 @@ ok(poll_until(sub { scalar(ZkLockTest::zk_children($zk, '/zklock/rev/p')) == 0 }
 is($sb->query_ok("SELECT count(*) FROM zk_lock_participants('rev/p')"), '0',
 	'no participants');
 
+# ---------------------------------------------------------------------------
+note "a semaphore's participants: Curator's lease and zklock's";
+
+is($curator->ask(s1 => 'sem-acquire /zklock/rev/sem 2 5000'), 'ok',
+	'Curator takes a lease');
+is($sa->query_ok("SELECT zk_semaphore_acquire('rev/sem', 2)"), 't',
+	'A takes a lease');
+@rows = split /\n/, $sb->query_ok(
+	"SELECT kind, holds, owner FROM zk_semaphore_participants('rev/sem', 2)");
+is(scalar @rows, 2, 'two participants (the entry mutex is free)');
+like($rows[0], qr/^lease\|t\|[0-9a-f.:]+$/, "Curator's lease first, holding");
+like($rows[1], qr/^lease\|t\|\{"instance":.*"pid":${\ $sa->pid },/,
+	"then zklock's, holding");
+is($sb->query_ok(
+		"SELECT string_agg(holds::text, ',') FROM zk_semaphore_participants('rev/sem', 1)"),
+	'true,false', 'with max_leases 1, only the first would hold');
+is($sb->query_ok("SELECT zk_lock_revoke('rev/sem')"), '0',
+	'a semaphore is not revoked');
+is($sa->query_ok("SELECT zk_semaphore_release('rev/sem')"), 't', 'A releases');
+is($curator->ask(s1 => 'sem-release'), 'ok', 'Curator releases');
+is($sb->query_ok("SELECT count(*) FROM zk_semaphore_participants('rev/sem')"),
+	'0', 'no participants left');
+
 $_->quit foreach ($sa, $sa2, $sb);
 $curator->quit;
 $kazoo->quit;
