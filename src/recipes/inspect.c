@@ -178,9 +178,9 @@ participants_step(ZkPart *p, const ZkResult *r)
 			{
 				ZkNodeRef  *nodes;
 				int			n;
-				bool		leases = semaphore &&
-				strcmp(zk_node_of(r->path), "leases") == 0;
+				bool		leases;
 
+				leases = semaphore && strcmp(zk_node_of(r->path), "leases") == 0;
 				if (r->rc != ZOK && r->rc != ZNONODE)
 				{
 					part_failed(p, r);
