@@ -31,6 +31,7 @@ static const char *const kind_labels[ZK_NUM_KINDS] = {
 	[ZK_KIND_SEMAPHORE_ENTRY] = "semaphore entry",
 	[ZK_KIND_JOB_CLAIM] = "job claim",
 	[ZK_KIND_LIST] = "listing",
+	[ZK_KIND_REVOKE] = "revocation",
 };
 
 /*
