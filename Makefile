@@ -26,6 +26,7 @@ OBJS = \
 	src/claims.o \
 	src/recipes/barrier.o \
 	src/recipes/double_barrier.o \
+	src/recipes/revoke.o \
 	src/leaders.o \
 	src/barriers.o \
 	src/double_barriers.o \
@@ -49,7 +50,7 @@ SHLIB_LINK = -lzookeeper_st
 # configuration (shared_preload_libraries, zklock.hosts of the test
 # ZooKeeper) to $(ZKLOCK_REGRESS_CONF).
 ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
-REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier dbarrier upgrade
+REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier dbarrier revoke upgrade
 REGRESS_OPTS = --temp-config=$(ZKLOCK_REGRESS_CONF) \
 	--temp-instance=$(CURDIR)/tmp_regress
 

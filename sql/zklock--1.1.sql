@@ -330,3 +330,94 @@ RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_double_barrier_leave(text, integer) IS
 'leave a zklock double barrier entered by this session; true once all members have left, false on timeout';
 REVOKE ALL ON FUNCTION @extschema@.zk_double_barrier_leave(text, integer) FROM PUBLIC;
+-- Cooperative revocation: Apache Curator's Revoker.attemptRevoke (the bytes
+-- __REVOKE__ written into a holder's node), for every holder of a lock.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_lock_revoke(name text)
+RETURNS integer AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_revoke(text) IS
+'ask every current holder of a zklock lock (exclusive, read or write) to let go, as Curator''s Revoker does; returns how many were asked';
+REVOKE ALL ON FUNCTION @extschema@.zk_lock_revoke(text) FROM PUBLIC;
+
+CREATE FUNCTION zk_lock_revocation_requested(name text)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_revocation_requested(text) IS
+'whether someone asked the holders of a zklock lock this session holds to let go';
+REVOKE ALL ON FUNCTION @extschema@.zk_lock_revocation_requested(text) FROM PUBLIC;
+
+-- revocable => true: when revoked, the running statement is cancelled and
+-- the holding let go at the end of the transaction.  No defaults: the
+-- 1.0 functions keep the calls with one or two arguments.
+CREATE FUNCTION zk_lock_acquire(name text, timeout_ms integer, revocable boolean)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_acquire(text, integer, boolean) IS
+'take a session-scope exclusive zklock lock; revocable: let go when revoked';
+REVOKE ALL ON FUNCTION @extschema@.zk_lock_acquire(text, integer, boolean) FROM PUBLIC;
+
+CREATE FUNCTION zk_lock_acquire_xact(name text, timeout_ms integer, revocable boolean)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_acquire_xact(text, integer, boolean) IS
+'take a transaction-scope exclusive zklock lock; revocable: let go when revoked';
+REVOKE ALL ON FUNCTION @extschema@.zk_lock_acquire_xact(text, integer, boolean) FROM PUBLIC;
+
+CREATE FUNCTION zk_rwlock_read(name text, timeout_ms integer, revocable boolean)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_read(text, integer, boolean) IS
+'take a session-scope read lock; revocable: let go when revoked';
+REVOKE ALL ON FUNCTION @extschema@.zk_rwlock_read(text, integer, boolean) FROM PUBLIC;
+
+CREATE FUNCTION zk_rwlock_read_xact(name text, timeout_ms integer, revocable boolean)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_read_xact(text, integer, boolean) IS
+'take a transaction-scope read lock; revocable: let go when revoked';
+REVOKE ALL ON FUNCTION @extschema@.zk_rwlock_read_xact(text, integer, boolean) FROM PUBLIC;
+
+CREATE FUNCTION zk_rwlock_write(name text, timeout_ms integer, revocable boolean)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_write(text, integer, boolean) IS
+'take a session-scope write lock; revocable: let go when revoked';
+REVOKE ALL ON FUNCTION @extschema@.zk_rwlock_write(text, integer, boolean) FROM PUBLIC;
+
+CREATE FUNCTION zk_rwlock_write_xact(name text, timeout_ms integer, revocable boolean)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_rwlock_write_xact(text, integer, boolean) IS
+'take a transaction-scope write lock; revocable: let go when revoked';
+REVOKE ALL ON FUNCTION @extschema@.zk_rwlock_write_xact(text, integer, boolean) FROM PUBLIC;
+
+-- zk_locks gains revocation_requested (a column at the end: the view is
+-- replaced in place, its comment and privileges stay).
+CREATE FUNCTION zk_locks_internal_1_1(
+    OUT pid integer, OUT database text, OUT name text, OUT kind text,
+    OUT scope text, OUT state text, OUT count integer, OUT token bigint,
+    OUT znode text, OUT since timestamptz, OUT waiting_on text,
+    OUT revocation_requested boolean)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'zk_locks_internal'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_locks_internal_1_1() IS
+'rows of the zk_locks view';
+REVOKE ALL ON FUNCTION @extschema@.zk_locks_internal_1_1() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_locks_internal_1_1() TO pg_monitor;
+
+CREATE OR REPLACE VIEW zk_locks AS SELECT * FROM @extschema@.zk_locks_internal_1_1();
+
+----------------------------------------------------------------------------
+-- Participants across the cluster: every node under a lock or semaphore,
+-- whoever made it (zklock, Curator, Kazoo), with its data.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_lock_participants(name text,
+    OUT node text, OUT sequence bigint, OUT kind text, OUT holds boolean,
+    OUT owner text)
+RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_participants(text) IS
+'the nodes of a zklock lock, read-write lock or Kazoo lock in ZooKeeper, in lock order: who holds and who waits, cluster-wide';
+REVOKE ALL ON FUNCTION @extschema@.zk_lock_participants(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_lock_participants(text) TO pg_monitor;
+
+CREATE FUNCTION zk_semaphore_participants(name text, max_leases integer DEFAULT NULL,
+    OUT node text, OUT sequence bigint, OUT kind text, OUT holds boolean,
+    OUT owner text)
+RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_participants(text, integer) IS
+'the lease and entry nodes of a zklock semaphore in ZooKeeper, cluster-wide';
+REVOKE ALL ON FUNCTION @extschema@.zk_semaphore_participants(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_semaphore_participants(text, integer) TO pg_monitor;

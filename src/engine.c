@@ -125,6 +125,7 @@ typedef struct ZkCall
 	char	   *path;			/* what was asked (turn memory not needed) */
 	bool		watched;		/* asks the server for a watch */
 	bool		watch_set;		/* ... and the server set it */
+	bool		own;			/* the data watch on our own node */
 	TimestampTz sent_at;		/* a listing: when it was sent */
 } ZkCall;
 
@@ -147,7 +148,9 @@ typedef struct ZkWatchKey
 typedef struct ZkWatch
 {
 	ZkWatchKey	key;
-	dlist_head	parts;
+	dlist_head	parts;			/* parts relying on it (ZkPart.watch_link) */
+	dlist_head	owners;			/* parts watching their own node's data
+								 * (ZkPart.own_link) */
 } ZkWatch;
 
 /* Parents: known to exist (a hint), and when we last used them. */
@@ -203,6 +206,7 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_BARRIER_REMOVE] = &zk_barrier_remove_driver,
 	[ZK_KIND_BARRIER_WAIT] = &zk_barrier_wait_driver,
 	[ZK_KIND_DOUBLE_BARRIER] = &zk_double_barrier_driver,
+	[ZK_KIND_REVOKE] = &zk_revoke_driver,
 };
 
 /* Call a hook (init, reload, run, exit) of every driver that has it. */
@@ -593,13 +597,41 @@ engine_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 	dlist_push_tail(&fired, &f->link);
 }
 
+/* The registry's entry of a watch, made if new. */
+static ZkWatch *
+watch_entry(const ZkWatchKey *key)
+{
+	bool		found;
+	ZkWatch    *w = hash_search(watches, key, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		dlist_init(&w->parts);
+		dlist_init(&w->owners);
+		pg_atomic_fetch_add_u32(&zk_shared->n_watches, 1);
+	}
+	return w;
+}
+
+/* Forget a registry entry no part needs any more; true if it went. */
+static bool
+watch_unused(const ZkWatchKey *key)
+{
+	ZkWatch    *w = hash_search(watches, key, HASH_FIND, NULL);
+
+	if (w == NULL || !dlist_is_empty(&w->parts) || !dlist_is_empty(&w->owners))
+		return false;
+	hash_search(watches, key, HASH_REMOVE, NULL);
+	pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	return true;
+}
+
 /* Register the part's interest in a watch on path (one per part). */
 static void
 watch(ZkPart *p, const char *path, bool children)
 {
 	ZkWatchKey	key;
 	ZkWatch    *w;
-	bool		found;
 
 	if (p->watch_path && p->watch_children == children &&
 		strcmp(p->watch_path, path) == 0)
@@ -609,12 +641,7 @@ watch(ZkPart *p, const char *path, bool children)
 	memset(&key, 0, sizeof(key));
 	key.children = children;
 	strlcpy(key.path, path, sizeof(key.path));
-	w = hash_search(watches, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		dlist_init(&w->parts);
-		pg_atomic_fetch_add_u32(&zk_shared->n_watches, 1);
-	}
+	w = watch_entry(&key);
 	dlist_push_tail(&w->parts, &p->watch_link);
 	p->watch_path = MemoryContextStrdup(engine_context, path);
 	p->watch_children = children;
@@ -662,7 +689,6 @@ static void
 unwatch_ex(ZkPart *p, bool tell_server)
 {
 	ZkWatchKey	key;
-	ZkWatch    *w;
 
 	p->watch_fired = false;
 	if (p->watch_path == NULL)
@@ -673,14 +699,52 @@ unwatch_ex(ZkPart *p, bool tell_server)
 	dlist_delete(&p->watch_link);
 	pfree(p->watch_path);
 	p->watch_path = NULL;
-	w = hash_search(watches, &key, HASH_FIND, NULL);
-	if (w && dlist_is_empty(&w->parts))
-	{
-		hash_search(watches, &key, HASH_REMOVE, NULL);
-		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
-		if (tell_server)
-			remove_watch(&key);
-	}
+	if (watch_unused(&key) && tell_server)
+		remove_watch(&key);
+}
+
+/*
+ * The data watch on our own node (drivers with "revocable"), beside the
+ * part's one watch on what it waits for: Curator's revocation writes
+ * "__REVOKE__" into a holder's node, and the node's deletion by someone
+ * else shows up here too.  The watch is never removed from the server by
+ * request: it goes when it fires, when our node is deleted (which fires
+ * it) or with the session.
+ */
+static void
+own_watch(ZkPart *p)
+{
+	ZkWatchKey	key;
+	ZkWatch    *w;
+	ZkCall	   *c;
+
+	if (p->own_watch || !p->driver->revocable || !p->holds || p->dead ||
+		p->dropping || p->phase != NODE_EXISTS || !zk_connected())
+		return;
+	memset(&key, 0, sizeof(key));
+	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
+	w = watch_entry(&key);
+	dlist_push_tail(&w->owners, &p->own_link);
+	p->own_watch = true;
+	c = new_call(p, ZKC_GET, T_OWNDATA, key.path);
+	c->watched = true;
+	c->own = true;
+	sent(c, zoo_awget(zk_zh, key.path, engine_watcher, NULL, data_done, c));
+}
+
+/* The part no longer relies on the data watch on its own node. */
+static void
+own_unwatch(ZkPart *p)
+{
+	ZkWatchKey	key;
+
+	if (!p->own_watch)
+		return;
+	p->own_watch = false;
+	dlist_delete(&p->own_link);
+	memset(&key, 0, sizeof(key));
+	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
+	(void) watch_unused(&key);
 }
 
 void
@@ -788,6 +852,18 @@ zk_call_delete(ZkPart *p, int tag, const char *path, int version)
 	ZkCall	   *c = new_call(p, ZKC_DELETE, tag, path);
 
 	sent(c, zoo_adelete(zk_zh, path, version, void_done, c));
+}
+
+/* setData of path (version -1: whatever its version); the answer has the
+ * node's new Stat */
+void
+zk_call_set(ZkPart *p, int tag, const char *path, const char *data,
+			int version)
+{
+	ZkCall	   *c = new_call(p, ZKC_SET, tag, path);
+
+	sent(c, zoo_aset(zk_zh, path, data, data ? strlen(data) : -1, version,
+					 stat_done, c));
 }
 
 void
@@ -1083,6 +1159,7 @@ zk_part_look_again(ZkPart *p)
 static void
 restart_instance_part(ZkPart *p, const char *why)
 {
+	own_unwatch(p);
 	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 	p->phase = NODE_NONE;
@@ -1127,6 +1204,7 @@ free_part(ZkPart *p)
 {
 	close_part(p);
 	unwatch(p);
+	own_unwatch(p);
 	p->dead = true;
 	if (p->calls > 0)
 		return;
@@ -1154,6 +1232,7 @@ void
 zk_part_drop(ZkPart *p)
 {
 	close_part(p);
+	own_unwatch(p);				/* the delete of our node fires it */
 	p->dropping = true;
 	p->retain_until = 0;
 	/* a watch on our node's parent: the delete of our node fires it */
@@ -1317,13 +1396,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 			note_contenders(p, nodes, n, self);
 		else
 			unwatch(p);
-		if (d->revocable)
-		{
-			char		path[ZK_PATH_MAX];
-
-			snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
-			zk_call_get(p, T_OWNDATA, path, true);
-		}
+		own_watch(p);
 		zk_part_grant(p);
 		if (p->cohort && !p->dead)
 			need_contention_watch(p);
@@ -1360,6 +1433,47 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 		snprintf(path, sizeof(path), "%s/%s", p->parent, nodes[w].name);
 		zk_part_wait_on(p, nodes[w].name);
 		zk_call_get(p, T_PRED, path, true);
+	}
+}
+
+/*
+ * Someone wrote Curator's revocation message into our node (Revoker's
+ * attemptRevoke, zk_lock_revoke): the part grants no more (its waiting
+ * requests queue again behind a fresh node), and its holders are told.
+ * Those that opted in (ZKR_REVOCABLE) are sent SIGINT, which cancels the
+ * statement they run; their backend lets go of the holding at the end of
+ * the transaction (holdings.c).  Nothing is deleted here: revocation is
+ * cooperative.
+ */
+static void
+revoke_requested(ZkPart *p)
+{
+	dlist_iter	it;
+
+	p->revoke_requested = true;
+	close_part(p);				/* no more local hand-off: let it go */
+	dlist_foreach(it, &p->holders)
+	{
+		int			id = dlist_container(ZkOp, link, it.cur) - ops;
+		int			pid = zk_set_revoke_requested(id);
+
+		if (pid == 0)
+		{
+			ereport(LOG,
+					(errmsg("zklock %s \"%s\" held by process %d was asked to let go",
+							zk_kind_name(p->driver->kind), p->name,
+							ZK_ENTRY(id)->owner_pid),
+					 errdetail("Its node \"%s/%s\" holds the revocation request.",
+							   p->parent, p->node)));
+			continue;
+		}
+		ereport(LOG,
+				(errmsg("zklock %s \"%s\" held by process %d was revoked; cancelling that process's statement",
+						zk_kind_name(p->driver->kind), p->name, pid),
+				 errdetail("It was acquired revocable, and its node \"%s/%s\" holds the revocation request.",
+						   p->parent, p->node)));
+		if (kill(pid, SIGINT) != 0)
+			elog(DEBUG1, "could not signal process %d: %m", pid);
 	}
 }
 
@@ -1473,32 +1587,19 @@ seq_result(ZkPart *p, const ZkResult *r)
 			}
 			break;
 		case T_OWNDATA:
-			if (r->rc == ZOK && r->data && strcmp(r->data, "__REVOKE__") == 0 &&
-				!p->revoke_requested)
-			{
-				dlist_iter	it;
-
-				p->revoke_requested = true;
-				close_part(p);	/* no more local hand-off: let it go */
-				dlist_foreach(it, &p->holders)
-				{
-					int			id = dlist_container(ZkOp, link, it.cur) - ops;
-
-					zk_set_revoke_requested(id);
-					if (ZK_ENTRY(id)->flags & ZKR_REVOCABLE)
-					{
-						ereport(LOG,
-								(errmsg("zklock %s \"%s\" of process %d was revoked; releasing it",
-										zk_kind_name(p->driver->kind), p->name,
-										ZK_ENTRY(id)->owner_pid)));
-						if (kill(ZK_ENTRY(id)->owner_pid, SIGINT) != 0)
-							elog(DEBUG1, "could not signal process %d: %m",
-								 ZK_ENTRY(id)->owner_pid);
-					}
-				}
-			}
 			if (r->rc == ZOK && r->has_stat)
 				p->version = r->stat.version;
+			if (r->rc == ZOK && !p->revoke_requested && r->data &&
+				r->datalen == strlen(ZK_REVOKE_MESSAGE) &&
+				memcmp(r->data, ZK_REVOKE_MESSAGE, r->datalen) == 0)
+				revoke_requested(p);
+			else if (r->rc != ZOK)
+			{
+				/* no watch: gone (look again), or set it again later */
+				own_unwatch(p);
+				if (r->rc == ZNONODE)
+					p->need_eval = true;
+			}
 			break;
 		case T_DELETE:
 			if (r->rc == ZOK || r->rc == ZNONODE)
@@ -1612,6 +1713,7 @@ advance(ZkPart *p)
 			zk_call_list(p, T_LIST, p->parent, false);
 			break;
 		case NODE_EXISTS:
+			own_watch(p);		/* a holder's, if it has none */
 			if (!p->checked)
 				d->begin(p);	/* the driver's check, again */
 			else if (p->need_eval)
@@ -1851,7 +1953,7 @@ process_call(ZkCall *c)
 	 * part's unwatch() may have sent the removal already, which the server
 	 * then applied after this call).
 	 */
-	if (c->watch_set)
+	if (c->watch_set && !c->own)
 	{
 		ZkWatchKey	key;
 
@@ -1894,8 +1996,10 @@ static void
 process_fired(ZkFired *f)
 {
 	dlist_head	woken;
+	dlist_head	owners;
 
 	dlist_init(&woken);
+	dlist_init(&owners);
 	for (int children = 0; children <= 1; children++)
 	{
 		ZkWatchKey	key;
@@ -1912,8 +2016,31 @@ process_fired(ZkFired *f)
 		/* the watch is spent: take its parts, then let them set new ones */
 		while (!dlist_is_empty(&w->parts))
 			dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
+		while (!dlist_is_empty(&w->owners))
+			dlist_push_tail(&owners, dlist_pop_head_node(&w->owners));
 		hash_search(watches, &key, HASH_REMOVE, NULL);
 		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	}
+
+	/*
+	 * Our own node changed or went: the driver hears of it (the leader
+	 * latch stops claiming and looks again); a holder reads it again, with
+	 * a new watch (own_watch, from advance).
+	 */
+	while (!dlist_is_empty(&owners))
+	{
+		ZkPart	   *p = dlist_container(ZkPart, own_link,
+										dlist_pop_head_node(&owners));
+
+		p->own_watch = false;
+		if (p->dead || p->dropping)
+			continue;
+		if (p->driver->fired)
+		{
+			p->need_eval = true;
+			p->driver->fired(p);
+		}
+		advance(p);
 	}
 	while (!dlist_is_empty(&woken))
 	{
@@ -2180,6 +2307,7 @@ zk_engine_session_lost(const char *why)
 			else
 				restart = lappend_int(restart, id);
 		}
+		own_unwatch(p);
 		if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 			pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 		p->phase = NODE_NONE;

@@ -127,7 +127,12 @@ struct ZkPart
 	TimestampTz clear_at;		/* a listing sent then showed none */
 	TimestampTz retain_until;	/* kept without holders until then */
 	bool		contention_watch;	/* parent's children are watched */
-	bool		revoke_requested;
+	bool		revoke_requested;	/* our node holds Curator's revocation
+									 * message: the part grants no more */
+
+	/* the data watch on our own node while it holds (driver "revocable") */
+	bool		own_watch;
+	dlist_node	own_link;
 
 	/* the watch this part relies on */
 	char	   *watch_path;
@@ -144,6 +149,12 @@ struct ZkPart
 	int			group;			/* leader latch: index in zk_shared->groups */
 	char	   *extra;			/* for the driver; pfree'd with the part */
 };
+
+/*
+ * What Curator's Revoker.attemptRevoke writes into a holder's node to ask
+ * it to let go (LockInternals.REVOKE_MESSAGE), byte for byte.
+ */
+#define ZK_REVOKE_MESSAGE	"__REVOKE__"
 
 /* decide(): our node holds, or watch the parent's children, or node i */
 #define ZK_HOLDS			(-1)
@@ -165,9 +176,10 @@ struct ZkDriver
 	bool		cohort;			/* entries of the instance share one part */
 	bool		shared;			/* several holders of one part at once */
 	bool		watch_children; /* decide() may say ZK_WATCH_CHILDREN */
-	bool		revocable;		/* holders watch their node (data watch):
-								 * for __REVOKE__, and fired() hears when
-								 * it changes or goes */
+	bool		revocable;		/* holders watch their node (a data watch
+								 * beside the part's watch): for
+								 * __REVOKE__, and fired() hears when it
+								 * changes or goes */
 
 	/* sequential recipes */
 	bool		(*counts) (ZkForm form);	/* which nodes take part */
@@ -218,6 +230,11 @@ extern const ZkDriver zk_barrier_set_driver;
 extern const ZkDriver zk_barrier_remove_driver;
 extern const ZkDriver zk_barrier_wait_driver;
 extern const ZkDriver zk_double_barrier_driver;
+extern const ZkDriver zk_revoke_driver;
+
+/* the lock family's order (recipes/lock.c), for revocation and listings */
+extern bool zk_lock_family_counts(ZkForm form);
+extern bool zk_lock_family_holds(const ZkNodeRef *nodes, int n, int i);
 
 /* job claims (recipes/claim.c): listings, retention, reopening */
 #define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
@@ -237,6 +254,8 @@ extern void zk_call_get(ZkPart *p, int tag, const char *path, bool watch);
 extern void zk_call_exists(ZkPart *p, int tag, const char *path);
 extern void zk_call_exists_watch(ZkPart *p, int tag, const char *path);
 extern void zk_call_delete(ZkPart *p, int tag, const char *path, int version);
+extern void zk_call_set(ZkPart *p, int tag, const char *path,
+						const char *data, int version);
 extern void zk_call_sync(ZkPart *p, int tag, const char *path);
 extern void zk_call_finalize(ZkPart *p, int tag, const char *path,
 							 int version, const char *data);

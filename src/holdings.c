@@ -70,6 +70,7 @@ typedef struct ZkAcq
 	int			id;				/* shared entry of the node */
 	uint32		generation;
 	SubTransactionId subid;		/* InvalidSubTransactionId: session scope */
+	bool		revocable;		/* let go when revoked (see let_go_revoked) */
 } ZkAcq;
 
 typedef struct ZkHolding
@@ -168,6 +169,7 @@ publish_counts(int id, uint32 generation)
 	ZkHolding  *h;
 	int			nsession = 0;
 	int			nxact = 0;
+	bool		revocable = false;
 
 	hash_seq_init(&status, holdings);
 	while ((h = hash_seq_search(&status)) != NULL)
@@ -178,8 +180,9 @@ publish_counts(int id, uint32 generation)
 					nsession++;
 				else
 					nxact++;
+				revocable |= h->acqs[i].revocable;
 			}
-	zk_entry_publish(id, generation, nsession, nxact);
+	zk_entry_publish(id, generation, nsession, nxact, revocable);
 }
 
 /* Does any acquisition of any holding use this node? */
@@ -225,7 +228,8 @@ remove_acq(ZkHolding *h, int i)
 }
 
 static void
-add_acq(ZkHolding *h, int id, uint32 generation, SubTransactionId subid)
+add_acq(ZkHolding *h, int id, uint32 generation, SubTransactionId subid,
+		bool revocable)
 {
 	if (h->nacqs == h->maxacqs)
 	{
@@ -235,6 +239,7 @@ add_acq(ZkHolding *h, int id, uint32 generation, SubTransactionId subid)
 	h->acqs[h->nacqs].id = id;
 	h->acqs[h->nacqs].generation = generation;
 	h->acqs[h->nacqs].subid = subid;
+	h->acqs[h->nacqs].revocable = revocable;
 	h->nacqs++;
 }
 
@@ -323,7 +328,8 @@ take_node(ZkKind kind, const char *name, int flags, int64 expect_session,
 
 /* Record a new acquisition of a granted node, giving it up on failure. */
 static void
-record(ZkKind kind, const char *name, int id, uint32 generation, bool xact)
+record(ZkKind kind, const char *name, int id, uint32 generation, bool xact,
+	   bool revocable)
 {
 	ZkHoldingKey key;
 
@@ -341,7 +347,7 @@ record(ZkKind kind, const char *name, int id, uint32 generation, bool xact)
 										 sizeof(ZkAcq) * h->maxacqs);
 		}
 		add_acq(h, id, generation,
-				xact ? GetCurrentSubTransactionId() : SESSION_SCOPE);
+				xact ? GetCurrentSubTransactionId() : SESSION_SCOPE, revocable);
 		publish_counts(id, generation);
 	}
 	PG_CATCH();
@@ -430,6 +436,7 @@ static bool
 hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 			 int32 arg, int flags, int64 expect_session)
 {
+	bool		revocable = (flags & ZKR_REVOCABLE) != 0;
 	ZkHolding  *h = lookup(kind, name);
 	TimestampTz deadline = 0;
 	ZkEntryState state;
@@ -463,14 +470,14 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	{
 		ZkAcq	   *a = &h->acqs[0];
 
-		record(kind, name, a->id, a->generation, xact);
+		record(kind, name, a->id, a->generation, xact, revocable);
 		return true;
 	}
 
 	if (is_lock_kind(kind) && (ex = exclusive_acq(name)) != NULL)
 	{
 		/* one name, one resource: our exclusive node covers it */
-		record(kind, name, ex->id, ex->generation, xact);
+		record(kind, name, ex->id, ex->generation, xact, revocable);
 		return true;
 	}
 	if (kind != ZK_KIND_READ && is_lock_kind(kind) &&
@@ -497,15 +504,20 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 				 errhint("Retry the call.")));
 	if (state != ZKE_HELD)
 		return false;
-	record(kind, name, id, gen, xact);
+	record(kind, name, id, gen, xact, revocable);
 	return true;
 }
 
+/*
+ * Acquire (kind, name); revocable: let go when someone asks the holders to
+ * (see let_go_revoked).
+ */
 bool
 zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
-				int32 max_leases)
+				int32 max_leases, bool revocable)
 {
-	return hold_acquire(kind, name, xact, timeout_ms, max_leases, 0, 0);
+	return hold_acquire(kind, name, xact, timeout_ms, max_leases,
+						revocable ? ZKR_REVOCABLE : 0, 0);
 }
 
 static int
@@ -673,6 +685,67 @@ zk_hold_is_held(ZkKind kind, const char *name, int64 *token)
 	return true;
 }
 
+/*
+ * Has someone asked the holders of name (its exclusive, read or write
+ * lock) to let go, while this backend holds it?  False when it holds none
+ * of them.
+ */
+bool
+zk_hold_revocation_requested(const char *name)
+{
+	static const ZkKind kinds[] = {ZK_KIND_LOCK, ZK_KIND_READ, ZK_KIND_WRITE};
+
+	for (int k = 0; k < lengthof(kinds); k++)
+	{
+		ZkHolding  *h = lookup(kinds[k], name);
+
+		for (int i = 0; h != NULL && i < h->nacqs; i++)
+			if (zk_entry_revoke_requested(h->acqs[i].id, h->acqs[i].generation))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * At the end of a transaction: let go of every revocable acquisition
+ * (revocable => true) whose holders were asked to let go, whatever its
+ * scope, with a WARNING saying why.  The worker has sent this backend
+ * SIGINT when the request came, which cancelled the statement running
+ * then; a backend that was idle lets go at the end of its next
+ * transaction.  Never throws (it runs in abort callbacks).
+ */
+static void
+let_go_revoked(void)
+{
+	HASH_SEQ_STATUS status;
+	ZkHolding  *h;
+
+	if (holdings == NULL)
+		return;
+	hash_seq_init(&status, holdings);
+	while ((h = hash_seq_search(&status)) != NULL)
+	{
+		bool		gone = false;
+		bool		warned = false;
+
+		for (int i = h->nacqs - 1; i >= 0 && !gone; i--)
+		{
+			if (!h->acqs[i].revocable ||
+				!zk_entry_revoke_requested(h->acqs[i].id, h->acqs[i].generation))
+				continue;
+			if (!warned)
+				ereport(WARNING,
+						(errcode(ERRCODE_WARNING),
+						 errmsg("zklock %s \"%s\" was revoked; this session let go of it",
+								zk_kind_name(h->key.kind), h->key.name),
+						 errdetail("Someone asked its holders to let go (zk_lock_revoke or Curator's Revoker), and it was acquired with revocable => true."),
+						 errhint("A statement running when the request came was cancelled.")));
+			warned = true;
+			gone = remove_acq(h, i);
+		}
+	}
+}
+
 /* Release the transaction-scope acquisitions made in subids >= from. */
 static void
 release_xact(SubTransactionId from)
@@ -781,7 +854,7 @@ zk_hold_claim(const char *job, TimestampTz slot)
 		c->job = pstrdup(job);
 		claims = lappend(claims, c);
 		MemoryContextSwitchTo(old);
-		zk_entry_publish(id, gen, 0, 1);
+		zk_entry_publish(id, gen, 0, 1, false);
 	}
 	PG_CATCH();
 	{
@@ -893,6 +966,8 @@ zk_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
+			let_go_revoked();
+			/* FALLTHROUGH */
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			release_xact(TopSubTransactionId);
@@ -1022,7 +1097,7 @@ zk_hold_barrier_enter(const char *name, int32 members, int64 timeout_ms)
 		m->name = pstrdup(name);
 		memberships = lappend(memberships, m);
 		MemoryContextSwitchTo(old);
-		zk_entry_publish(id, gen, 1, 0);
+		zk_entry_publish(id, gen, 1, 0, false);
 	}
 	PG_CATCH();
 	{

@@ -13,8 +13,10 @@
 #include "postgres.h"
 
 #include "commands/dbcommands.h"
+#include "common/string.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -30,9 +32,14 @@ static const char *const kind_labels[ZK_NUM_KINDS] = {
 	[ZK_KIND_JOB_CLAIM] = "job claim",
 	[ZK_KIND_DOUBLE_BARRIER] = "double barrier",
 	[ZK_KIND_LIST] = "listing",
+	[ZK_KIND_REVOKE] = "revocation",
 };
 
-#define ZK_LOCKS_COLS 11
+/*
+ * Columns of zk_locks: 1.0's eleven, and since 1.1 revocation_requested
+ * (zk_locks_internal serves both: it fills what the caller's row type has).
+ */
+#define ZK_LOCKS_COLS 12
 
 /* One row of zk_locks for a copied entry and one of its scopes. */
 static void
@@ -88,6 +95,7 @@ put_lock_row(ReturnSetInfo *rsinfo, ZkEntry *e, const char *scope, int count)
 		values[10] = CStringGetTextDatum(e->waiting_on);
 	else
 		nulls[10] = true;
+	values[11] = BoolGetDatum(e->revoke_requested);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -190,4 +198,101 @@ zk_status(PG_FUNCTION_ARGS)
 		nulls[10] = true;
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* ---- participants across the cluster ---- */
+
+#define PARTICIPANT_COLS 5
+
+/*
+ * A node's data as the worker passed it (UTF-8, or \x and hex), in the
+ * database's encoding; data that encoding cannot hold is shown in hex too,
+ * so that no node's data makes the listing fail.
+ */
+static Datum
+owner_datum(const char *data)
+{
+	size_t		len = strlen(data);
+	StringInfoData s;
+
+	if (GetDatabaseEncoding() == PG_UTF8 || pg_is_ascii(data))
+		return CStringGetTextDatum(data);
+	initStringInfo(&s);
+	appendStringInfoString(&s, "\\x");
+	for (size_t i = 0; i < len; i++)
+		appendStringInfo(&s, "%02x", (unsigned char) data[i]);
+	return CStringGetTextDatum(s.data);
+}
+
+/*
+ * Rows (node, sequence, kind, holds, owner) of a participants listing;
+ * max_leases > 0: the first that many leases hold.
+ */
+static void
+participant_rows(FunctionCallInfo fcinfo, const char *name, ZkListWhat what,
+				 int32 max_leases)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkRow	   *rows;
+	int			n;
+	int			leases = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	n = zk_list(name, what, &rows);
+	for (int i = 0; i < n; i++)
+	{
+		ZkRow	   *row = &rows[i];
+		Datum		values[PARTICIPANT_COLS];
+		bool		nulls[PARTICIPANT_COLS] = {0};
+
+		if (row->ncols < PARTICIPANT_COLS)
+			continue;
+		values[0] = CStringGetTextDatum(row->cols[0]);
+		values[1] = Int64GetDatum(pg_strtoint64(row->cols[1]));
+		values[2] = CStringGetTextDatum(row->cols[2]);
+		if (row->cols[3])
+			values[3] = BoolGetDatum(row->cols[3][0] == 't');
+		else if (strcmp(row->cols[2], "lease") == 0 && max_leases > 0)
+			values[3] = BoolGetDatum(++leases <= max_leases);
+		else
+			nulls[3] = true;
+		if (row->cols[4])
+			values[4] = owner_datum(row->cols[4]);
+		else
+			nulls[4] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
+/*
+ * zk_lock_participants(name): every node under <zklock.root>/<name> that
+ * takes part in its lock, read-write lock or Kazoo lock, in lock order.
+ */
+PG_FUNCTION_INFO_V1(zk_lock_participants);
+Datum
+zk_lock_participants(PG_FUNCTION_ARGS)
+{
+	participant_rows(fcinfo, zk_name_arg(fcinfo, 0, "lock name"),
+					 ZK_LIST_LOCK, 0);
+	return (Datum) 0;
+}
+
+/*
+ * zk_semaphore_participants(name, max_leases): the semaphore's leases in
+ * order (the first max_leases hold; NULL: not known), then the nodes of
+ * its entry mutex.
+ */
+PG_FUNCTION_INFO_V1(zk_semaphore_participants);
+Datum
+zk_semaphore_participants(PG_FUNCTION_ARGS)
+{
+	char	   *name = zk_name_arg(fcinfo, 0, "semaphore name");
+	int32		max_leases = 0;
+
+	if (!PG_ARGISNULL(1) && (max_leases = PG_GETARG_INT32(1)) < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_leases must be at least 1")));
+	participant_rows(fcinfo, name, ZK_LIST_SEMAPHORE, max_leases);
+	return (Datum) 0;
 }

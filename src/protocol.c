@@ -708,9 +708,14 @@ zk_entry_result(int id, uint32 generation)
 	return result;
 }
 
-/* Publish how often the owner holds an entry, for the zk_locks view. */
+/*
+ * Publish how often the owner holds an entry, for the zk_locks view, and
+ * whether one of those acquisitions is revocable (the worker then signals
+ * the owner when a revocation is requested; it stays so).
+ */
 void
-zk_entry_publish(int id, uint32 generation, int session_count, int xact_count)
+zk_entry_publish(int id, uint32 generation, int session_count, int xact_count,
+				 bool revocable)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 
@@ -719,8 +724,23 @@ zk_entry_publish(int id, uint32 generation, int session_count, int xact_count)
 	{
 		e->session_count = session_count;
 		e->xact_count = xact_count;
+		if (revocable)
+			e->flags |= ZKR_REVOCABLE;
 	}
 	LWLockRelease(zk_shared->lock);
+}
+
+/* Has someone asked the holder of this entry to let go? */
+bool
+zk_entry_revoke_requested(int id, uint32 generation)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	bool		requested;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	requested = e->generation == generation && e->revoke_requested;
+	LWLockRelease(zk_shared->lock);
+	return requested;
 }
 
 /*
@@ -1017,15 +1037,23 @@ zk_set_node(int id, const char *node, const char *waiting_on)
 	LWLockRelease(zk_shared->lock);
 }
 
-/* Note that someone asked the holder of an entry to let go. */
-void
+/*
+ * Note that someone asked the holder of an entry to let go.  Returns the
+ * pid of its owner if the owner asked to be interrupted then
+ * (ZKR_REVOCABLE) and still holds it, else 0.
+ */
+int
 zk_set_revoke_requested(int id)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
+	int			pid = 0;
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	e->revoke_requested = true;
+	if ((e->flags & ZKR_REVOCABLE) && !e->released && e->state == ZKE_HELD)
+		pid = e->owner_pid;
 	LWLockRelease(zk_shared->lock);
+	return pid;
 }
 
 /* Return an entry to the free list (any listing it held is dropped). */

@@ -70,7 +70,8 @@ typedef enum ZkAskState
 #define ZKR_NOWAIT		0x01	/* answer WOULD_BLOCK instead of waiting */
 #define ZKR_NO_RESTART	0x02	/* on session loss while pending: LOST, not
 								 * a fresh start (part of a composite) */
-#define ZKR_REVOCABLE	0x04	/* release and cancel when revoked */
+#define ZKR_REVOCABLE	0x04	/* revoked: signal the owner (SIGINT); the
+								 * owner may add it later (zk_entry_publish) */
 
 typedef struct ZkEntry
 {
@@ -85,7 +86,7 @@ typedef struct ZkEntry
 	int			owner_pid;
 	Oid			database;
 	ZkKind		kind;
-	int			flags;			/* ZKR_* */
+	int			flags;			/* ZKR_* (the owner may add ZKR_REVOCABLE) */
 	int32		arg;			/* max_leases, members, what to list, ... */
 	TimestampTz targ;			/* job claim: the slot */
 	int64		expect_session; /* if not 0: LOST unless still this session */
@@ -201,7 +202,8 @@ extern ZkEntryState zk_wait_confirmed(int id, uint32 generation,
 									  TimestampTz deadline);
 extern int64 zk_entry_result(int id, uint32 generation);
 extern void zk_entry_publish(int id, uint32 generation, int session_count,
-							 int xact_count);
+							 int xact_count, bool revocable);
+extern bool zk_entry_revoke_requested(int id, uint32 generation);
 extern void zk_wake_worker(void);
 extern bool zk_trusted_session(int64 session_id);
 
@@ -226,7 +228,7 @@ extern void zk_set_rows(int id, StringInfo rows);
 extern void zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode,
 							   const char *fmt,...) pg_attribute_printf(4, 5);
 extern void zk_set_node(int id, const char *node, const char *waiting_on);
-extern void zk_set_revoke_requested(int id);
+extern int	zk_set_revoke_requested(int id);
 extern void zk_free_entry(int id);
 extern void zk_set_session_state(ZkSessionState state, int64 session_id,
 								 int timeout, const char *server);

@@ -23,6 +23,7 @@
 #include "utils/builtins.h"
 
 #include "holdings.h"
+#include "protocol.h"
 
 /* The timeout argument: NULL means no limit; negative is an error. */
 static int64
@@ -41,14 +42,26 @@ timeout_arg(FunctionCallInfo fcinfo, int argno)
 	return ms;
 }
 
-/* (name, timeout_ms) or, for the _try functions, (name) alone. */
+/*
+ * (name, timeout_ms), for the _try functions (name) alone, and since 1.1
+ * (name, timeout_ms, revocable) for the lock family.
+ */
 static Datum
 acquire(FunctionCallInfo fcinfo, ZkKind kind, bool xact)
 {
 	char	   *name = zk_name_arg(fcinfo, 0, "lock name");
 	int64		timeout = PG_NARGS() > 1 ? timeout_arg(fcinfo, 1) : 0;
+	bool		revocable = false;
 
-	PG_RETURN_BOOL(zk_hold_acquire(kind, name, xact, timeout, 0));
+	if (PG_NARGS() > 2)
+	{
+		if (PG_ARGISNULL(2))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("revocable must not be null")));
+		revocable = PG_GETARG_BOOL(2);
+	}
+	PG_RETURN_BOOL(zk_hold_acquire(kind, name, xact, timeout, 0, revocable));
 }
 
 static Datum
@@ -115,7 +128,7 @@ semaphore_acquire(FunctionCallInfo fcinfo, bool xact)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_leases must be at least 1")));
 	PG_RETURN_BOOL(zk_hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout,
-								   max_leases));
+								   max_leases, false));
 }
 
 ZK_SQL_FUNC(zk_semaphore_acquire, semaphore_acquire(fcinfo, false))
@@ -168,4 +181,42 @@ zk_lock_release_all(PG_FUNCTION_ARGS)
 {
 	zk_check_preloaded();
 	PG_RETURN_INT32(zk_hold_release_all());
+}
+
+/*
+ * zk_lock_revoke(name): ask every current holder of the lock (exclusive,
+ * read or write) to let go, as Curator's Revoker.attemptRevoke does for
+ * one (recipes/revoke.c); returns how many holders were asked.
+ */
+PG_FUNCTION_INFO_V1(zk_lock_revoke);
+Datum
+zk_lock_revoke(PG_FUNCTION_ARGS)
+{
+	char	   *name = zk_name_arg(fcinfo, 0, "lock name");
+	ZkRequest	req = {0};
+	uint32		generation;
+	int			id;
+	int64		result;
+
+	req.kind = ZK_KIND_REVOKE;
+	req.name = name;
+	id = zk_request(&req, &generation);
+	if (zk_wait(id, generation, 0) != ZKE_DONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("zklock lost its ZooKeeper session while revoking lock \"%s\"",
+						name),
+				 errhint("Retry the call.")));
+	result = zk_entry_result(id, generation);
+	zk_give_up(id, generation);
+	PG_RETURN_INT32((int32) result);
+}
+
+/* zk_lock_revocation_requested(name): see zk_hold_revocation_requested. */
+PG_FUNCTION_INFO_V1(zk_lock_revocation_requested);
+Datum
+zk_lock_revocation_requested(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(zk_hold_revocation_requested(zk_name_arg(fcinfo, 0,
+															"lock name")));
 }

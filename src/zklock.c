@@ -125,6 +125,10 @@ zk_kind_name(ZkKind kind)
 			return "barrier";
 		case ZK_KIND_DOUBLE_BARRIER:
 			return "double barrier";
+		case ZK_KIND_REVOKE:
+			return "revocation";
+		case ZK_KIND_LIST:
+			return "listing";
 		default:
 			break;
 	}
@@ -157,6 +161,10 @@ zk_kind_verb(ZkKind kind)
 			return "wait on barrier";
 		case ZK_KIND_DOUBLE_BARRIER:
 			return "enter double barrier";
+		case ZK_KIND_REVOKE:
+			return "revoke lock";
+		case ZK_KIND_LIST:
+			return "list";
 		default:
 			break;
 	}

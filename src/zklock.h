@@ -21,7 +21,7 @@
  *					the sequential-node protocol all lock recipes share
  *	recipes/		the drivers: what each recipe names its node and how it
  *					decides (lock.c, semaphore.c, leader.c, barrier.c,
- *					double_barrier.c, claim.c, inspect.c)
+ *					double_barrier.c, claim.c, revoke.c, inspect.c)
  *	naming.c		names: validation, znode paths
  *	nodename.c		child node names: forms, sequence order (plain C)
  *	monitor.c		what a DBA sees: views and status functions

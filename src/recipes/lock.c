@@ -78,6 +78,28 @@ shared_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 	return ZK_HOLDS;
 }
 
+/* The lock family's participants, for revocation and listings. */
+bool
+zk_lock_family_counts(ZkForm form)
+{
+	return lock_counts(form);
+}
+
+/*
+ * Does nodes[i] hold, of the lock family's participants in order?  The
+ * rule of exclusive_decide and shared_decide, seen from outside.
+ */
+bool
+zk_lock_family_holds(const ZkNodeRef *nodes, int n, int i)
+{
+	if (is_exclusive(nodes[i].parsed.form))
+		return i == 0;
+	for (int j = 0; j < i; j++)
+		if (is_exclusive(nodes[j].parsed.form))
+			return false;
+	return true;
+}
+
 /* Does a node of form theirs, after ours, wait for ours? */
 static bool
 lock_blocks(ZkForm ours, ZkForm theirs)
@@ -172,7 +194,10 @@ entry_step(ZkPart *p, const ZkResult *r)
  * The lock family's drivers differ only in kind, node form and sharing.
  * Exclusive kinds hand the lock on within the instance (engine.c, local
  * hand-off); readers do not: each has its own node, as in Curator, so that
- * a reader arriving after a waiting writer queues behind it.
+ * a reader arriving after a waiting writer queues behind it.  Every holder
+ * watches its node's data for Curator's revocation message (Curator's
+ * InterProcessMutex and the two sides of its read-write lock, which are
+ * mutexes too, are revocable; see recipes/revoke.c).
  */
 #define LOCK_FAMILY_DRIVER(k, f, sh, dec) \
 { \
@@ -183,6 +208,7 @@ entry_step(ZkPart *p, const ZkResult *r)
 	.shared = (sh), \
 	.counts = lock_counts, \
 	.decide = (dec), \
+	.revocable = true, \
 	.blocks = lock_blocks, \
 	.begin = lock_begin, \
 	.precheck = lock_precheck, \

@@ -1,8 +1,9 @@
 /*
  * CuratorDriver.java
  *    A peer for zklock's interoperability test (test/t/050_interop.pl):
- *    Apache Curator's lock recipes, LeaderLatch, DistributedBarrier and
- *    DistributedDoubleBarrier, driven line by line on standard input.
+ *    Apache Curator's lock recipes (with revocation), LeaderLatch,
+ *    DistributedBarrier and DistributedDoubleBarrier, driven line by line on
+ *    standard input.
  *
  * Usage: java -cp <curator and zookeeper jars>:<dir> CuratorDriver CONNECT
  *
@@ -16,6 +17,15 @@
  *
  *   TAG mutex-acquire PATH TIMEOUT_MS     InterProcessMutex(PATH)
  *   TAG mutex-release
+ *   TAG mutex-acquire-revocable PATH TIMEOUT_MS
+ *                                         the same after makeRevocable(): the
+ *                                         listener counts revocation requests
+ *   TAG revoked                           "ok N": how often the tag's listener
+ *                                         was called
+ *   TAG revoke-holder PATH                Revoker.attemptRevoke on the first of
+ *                                         InterProcessMutex(PATH)
+ *                                         .getParticipantNodes() (the holder):
+ *                                         "ok NODE", "ok none" if there is none
  *   TAG read-acquire PATH TIMEOUT_MS      InterProcessReadWriteLock(PATH)
  *   TAG read-release                          .readLock()
  *   TAG write-acquire PATH TIMEOUT_MS         .writeLock()
@@ -63,6 +73,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorDriver
@@ -80,6 +91,8 @@ public class CuratorDriver
 	private static final Map<String, LeaderLatch> latches =
 		new java.util.concurrent.ConcurrentHashMap<>();
 	private static final Map<String, DistributedDoubleBarrier> dbarriers =
+	/* revocation requests heard, per tag */
+	private static final Map<String, java.util.concurrent.atomic.AtomicInteger> revoked =
 		new java.util.concurrent.ConcurrentHashMap<>();
 
 	private static synchronized void answer(String line)
@@ -110,6 +123,33 @@ public class CuratorDriver
 					return "timeout";
 				locks.put(tag + "/mutex", m);
 				return "ok";
+			}
+			case "mutex-acquire-revocable":
+			{
+				InterProcessMutex m = new InterProcessMutex(client, w[2]);
+				java.util.concurrent.atomic.AtomicInteger n =
+					revoked.computeIfAbsent(tag, k -> new java.util.concurrent.atomic.AtomicInteger());
+
+				m.makeRevocable(lock -> n.incrementAndGet());
+				if (!acquire(m, Long.parseLong(w[3])))
+					return "timeout";
+				locks.put(tag + "/mutex", m);
+				return "ok";
+			}
+			case "revoked":
+			{
+				java.util.concurrent.atomic.AtomicInteger n = revoked.get(tag);
+				return "ok " + (n == null ? 0 : n.get());
+			}
+			case "revoke-holder":
+			{
+				java.util.Collection<String> nodes =
+					new InterProcessMutex(client, w[2]).getParticipantNodes();
+				if (nodes.isEmpty())
+					return "ok none";
+				String node = nodes.iterator().next();
+				Revoker.attemptRevoke(client, node);
+				return "ok " + node;
 			}
 			case "read-acquire":
 			case "write-acquire":
