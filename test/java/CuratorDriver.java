@@ -91,6 +91,7 @@ public class CuratorDriver
 	private static final Map<String, LeaderLatch> latches =
 		new java.util.concurrent.ConcurrentHashMap<>();
 	private static final Map<String, DistributedDoubleBarrier> dbarriers =
+		new java.util.concurrent.ConcurrentHashMap<>();
 	/* revocation requests heard, per tag */
 	private static final Map<String, java.util.concurrent.atomic.AtomicInteger> revoked =
 		new java.util.concurrent.ConcurrentHashMap<>();
