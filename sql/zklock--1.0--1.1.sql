@@ -113,3 +113,23 @@ RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_barrier_wait(text, integer) IS
 'wait until a zklock barrier is not set; true then, false on timeout';
 REVOKE ALL ON FUNCTION @extschema@.zk_barrier_wait(text, integer) FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- Semaphore: several leases in one call (Apache Curator's
+-- InterProcessSemaphoreV2.acquire(qty)), all or none.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_semaphore_acquire_leases(name text, max_leases integer,
+                                            qty integer,
+                                            timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_acquire_leases(text, integer, integer, integer) IS
+'take qty session-scope leases of a semaphore of max_leases leases, all or none; zk_semaphore_release returns them all';
+REVOKE ALL ON FUNCTION @extschema@.zk_semaphore_acquire_leases(text, integer, integer, integer) FROM PUBLIC;
+
+CREATE FUNCTION zk_semaphore_acquire_leases_xact(name text, max_leases integer,
+                                                 qty integer,
+                                                 timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_acquire_leases_xact(text, integer, integer, integer) IS
+'take qty transaction-scope leases of a semaphore, all or none';
+REVOKE ALL ON FUNCTION @extschema@.zk_semaphore_acquire_leases_xact(text, integer, integer, integer) FROM PUBLIC;
