@@ -553,8 +553,9 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	if (kind == ZK_KIND_SEMAPHORE && (h ? h->nacqs : 0) + qty > arg)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock semaphore \"%s\" cannot grant %d more %s to this session",
-						name, qty, qty == 1 ? "lease" : "leases"),
+				 errmsg_plural("zklock semaphore \"%s\" cannot grant %d more lease to this session",
+							   "zklock semaphore \"%s\" cannot grant %d more leases to this session",
+							   qty, name, qty),
 				 errdetail("max_leases is %d and this session holds %d of them; waiting for %d more would wait for its own leases forever.",
 						   arg, h ? h->nacqs : 0, qty),
 				 errhint("A semaphore, like Curator's InterProcessSemaphoreMutex, is not re-entrant: release a lease first.")));
