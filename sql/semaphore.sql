@@ -1,4 +1,5 @@
--- Semaphores, seen from one session: one lease per call.
+-- Semaphores, seen from one session: one lease per call, or qty leases in
+-- one call (zk_semaphore_acquire_leases), all or none.
 \set VERBOSITY sqlstate
 SELECT zk_semaphore_acquire('reg/sem', 0);
 SELECT zk_semaphore_acquire('reg/sem', -1, 0);
@@ -8,9 +9,16 @@ SELECT zk_semaphore_acquire('', 1);
 SELECT zk_semaphore_acquire('reg/sem', 0);
 SELECT zk_semaphore_held('reg/sem'), zk_semaphore_token('reg/sem') IS NULL AS no_token;
 SELECT zk_semaphore_acquire('reg/sem', 2), zk_semaphore_acquire('reg/sem', 2, 0);
--- both leases are taken: a third does not fit
+-- both leases are this session's: a third would wait for them forever
+-- (not re-entrant), so it is refused at once, whatever the timeout (55000)
 SELECT zk_semaphore_acquire('reg/sem', 2, 0);
 SELECT zk_semaphore_acquire('reg/sem', 2, 200);
+DO $$
+BEGIN
+    PERFORM zk_semaphore_acquire('reg/sem', 2);
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RAISE NOTICE 'third lease: %', SQLSTATE;
+END $$;
 SELECT zk_semaphore_held('reg/sem'), zk_semaphore_token('reg/sem') > 0 AS has_token;
 SELECT count(*) AS leases FROM zk_locks WHERE name = 'reg/sem' AND kind = 'semaphore' AND state = 'held';
 SELECT zk_semaphore_release('reg/sem');
@@ -20,10 +28,85 @@ SELECT zk_semaphore_release('reg/sem');
 SELECT zk_semaphore_held('reg/sem');
 -- transaction scope
 BEGIN;
-SELECT zk_semaphore_acquire_xact('reg/sem', 1);
-SELECT zk_semaphore_acquire_xact('reg/sem', 1, 0);
+SELECT zk_semaphore_acquire_xact('reg/sem', 2);
+SELECT zk_semaphore_acquire_xact('reg/sem', 2, 0);
 SELECT zk_semaphore_release('reg/sem');
 COMMIT;
 SELECT zk_semaphore_held('reg/sem');
 SELECT zk_semaphore_acquire('reg/sem', 1, 0);
 SELECT zk_lock_release_all();
+
+-- The non-reentrant mutex (Curator's InterProcessSemaphoreMutex): a
+-- semaphore of one lease.  A second acquire by the holder is refused.
+SELECT zk_semaphore_acquire('reg/mutex', 1);
+SELECT zk_semaphore_acquire('reg/mutex', 1, 0);
+BEGIN;
+SELECT zk_semaphore_acquire_xact('reg/mutex', 1);
+ROLLBACK;
+SELECT zk_semaphore_held('reg/mutex');
+SELECT zk_semaphore_release('reg/mutex');
+SELECT zk_semaphore_release('reg/mutex');
+BEGIN;
+SELECT zk_semaphore_acquire_xact('reg/mutex', 1, 0);
+SELECT zk_semaphore_acquire('reg/mutex', 1, 0);
+COMMIT;
+SELECT zk_semaphore_held('reg/mutex');
+SELECT zk_semaphore_acquire('reg/mutex', 1, 0), zk_semaphore_release('reg/mutex');
+
+-- Several leases in one call: bad arguments (class 22), nothing sent
+\set VERBOSITY sqlstate
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 0);
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, -2, 0);
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, NULL, 0);
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 4, 0);
+SELECT zk_semaphore_acquire_leases('reg/semq', 0, 1, 0);
+SELECT zk_semaphore_acquire_leases('reg/semq', NULL, 1, 0);
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 2, -1);
+SELECT zk_semaphore_acquire_leases('reg/semq/', 3, 2, 0);
+SELECT zk_semaphore_acquire_leases(NULL, 3, 2, 0);
+SELECT zk_semaphore_acquire_leases_xact('reg/semq', 3, 0);
+SELECT zk_semaphore_acquire_leases_xact('reg/semq', 2, 3, 0);
+SELECT zk_semaphore_acquire_leases_xact('reg/semq', 3, 2, -1);
+\set VERBOSITY default
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 0);
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 4, 0);
+-- nothing was taken or left behind: all three leases are free
+SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid() AND state <> 'releasing';
+SELECT zk_semaphore_held('reg/semq');
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 3, 0);
+SELECT count(*) AS leases FROM zk_locks
+ WHERE name = 'reg/semq' AND kind = 'semaphore' AND state = 'held';
+SELECT zk_semaphore_token('reg/semq') > 0 AS has_token;
+-- one release returns all three
+SELECT zk_semaphore_release('reg/semq');
+SELECT zk_semaphore_held('reg/semq');
+SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid() AND state <> 'releasing';
+-- releases go newest call first: one lease, then two in one call
+SELECT zk_semaphore_acquire('reg/semq', 3, 0),
+       zk_semaphore_acquire_leases('reg/semq', 3, 2, 0);
+SELECT count(*) AS leases FROM zk_locks
+ WHERE name = 'reg/semq' AND kind = 'semaphore' AND state = 'held';
+-- all three are this session's: one more is refused (55000), not waited on
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 1, 1000);
+SELECT zk_semaphore_release('reg/semq');
+SELECT count(*) AS leases FROM zk_locks
+ WHERE name = 'reg/semq' AND kind = 'semaphore' AND state = 'held';
+-- two would not fit beside the one this session holds
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 3, 0);
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 2, 0);
+SELECT zk_semaphore_release('reg/semq'), zk_semaphore_release('reg/semq');
+SELECT zk_semaphore_release('reg/semq');
+-- transaction scope: the leases go with the transaction, or the savepoint
+BEGIN;
+SELECT zk_semaphore_acquire_leases_xact('reg/semq', 3, 2);
+SAVEPOINT s;
+SELECT zk_semaphore_acquire_leases_xact('reg/semq', 3, 1, 0);
+SELECT count(*) AS leases FROM zk_locks
+ WHERE name = 'reg/semq' AND kind = 'semaphore' AND state = 'held';
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) AS leases FROM zk_locks
+ WHERE name = 'reg/semq' AND kind = 'semaphore' AND state = 'held';
+SELECT zk_semaphore_release('reg/semq');
+COMMIT;
+SELECT zk_semaphore_held('reg/semq');
+SELECT zk_semaphore_acquire_leases('reg/semq', 3, 3, 0), zk_lock_release_all();

@@ -130,6 +130,8 @@ RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_double_barrier_leave(text, integer) IS
 'leave a zklock double barrier entered by this session; true once all members have left, false on timeout';
 REVOKE ALL ON FUNCTION @extschema@.zk_double_barrier_leave(text, integer) FROM PUBLIC;
+
+----------------------------------------------------------------------------
 -- Cooperative revocation: Apache Curator's Revoker.attemptRevoke (the bytes
 -- __REVOKE__ written into a holder's node), for every holder of a lock.
 ----------------------------------------------------------------------------
@@ -221,3 +223,23 @@ COMMENT ON FUNCTION zk_semaphore_participants(text, integer) IS
 'the lease and entry nodes of a zklock semaphore in ZooKeeper, cluster-wide';
 REVOKE ALL ON FUNCTION @extschema@.zk_semaphore_participants(text, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.zk_semaphore_participants(text, integer) TO pg_monitor;
+
+----------------------------------------------------------------------------
+-- Semaphore: several leases in one call (Apache Curator's
+-- InterProcessSemaphoreV2.acquire(qty)), all or none.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_semaphore_acquire_leases(name text, max_leases integer,
+                                            qty integer,
+                                            timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_acquire_leases(text, integer, integer, integer) IS
+'take qty session-scope leases of a semaphore of max_leases leases, all or none; zk_semaphore_release returns them all';
+REVOKE ALL ON FUNCTION @extschema@.zk_semaphore_acquire_leases(text, integer, integer, integer) FROM PUBLIC;
+
+CREATE FUNCTION zk_semaphore_acquire_leases_xact(name text, max_leases integer,
+                                                 qty integer,
+                                                 timeout_ms integer DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_semaphore_acquire_leases_xact(text, integer, integer, integer) IS
+'take qty transaction-scope leases of a semaphore, all or none';
+REVOKE ALL ON FUNCTION @extschema@.zk_semaphore_acquire_leases_xact(text, integer, integer, integer) FROM PUBLIC;

@@ -126,6 +126,7 @@ typedef struct ZkCall
 	bool		watched;		/* asks the server for a watch */
 	bool		watch_set;		/* ... and the server set it */
 	bool		own;			/* the data watch on our own node */
+	uint32		watch_epoch;	/* watched: watch_epoch when sent */
 	TimestampTz sent_at;		/* a listing: when it was sent */
 } ZkCall;
 
@@ -152,6 +153,13 @@ typedef struct ZkWatch
 	dlist_head	owners;			/* parts watching their own node's data
 								 * (ZkPart.own_link) */
 } ZkWatch;
+
+/* Calls in flight that set a watch, by path (see remove_watch). */
+typedef struct ZkWatchCalls
+{
+	ZkWatchKey	key;
+	int			n;
+} ZkWatchCalls;
 
 /* Parents: known to exist (a hint), and when we last used them. */
 typedef struct ZkParent
@@ -183,6 +191,8 @@ static dlist_head parts = DLIST_STATIC_INIT(parts);
 static dlist_head completed = DLIST_STATIC_INIT(completed);
 static dlist_head fired = DLIST_STATIC_INIT(fired);
 static HTAB *watches;
+static HTAB *watch_calls;
+static uint32 watch_epoch = 0;	/* bumped when the session's watches die */
 static HTAB *parents;
 static HTAB *open_parts;
 static ZkPart *reconciler;
@@ -626,6 +636,43 @@ watch_unused(const ZkWatchKey *key)
 	return true;
 }
 
+/*
+ * Count a call that sets a watch on path as in flight (delta 1), or as
+ * answered (delta -1; only calls of the current watch epoch).  Returns how
+ * many such calls are in flight now.
+ */
+static int
+count_watch_call(const char *path, bool children, int delta)
+{
+	ZkWatchKey	key;
+	ZkWatchCalls *wc;
+	bool		found;
+
+	memset(&key, 0, sizeof(key));
+	key.children = children;
+	strlcpy(key.path, path, sizeof(key.path));
+	wc = hash_search(watch_calls, &key, delta > 0 ? HASH_ENTER : HASH_FIND,
+					 &found);
+	if (wc == NULL)
+		return 0;
+	if (!found)
+		wc->n = 0;
+	wc->n += delta;
+	if (wc->n > 0)
+		return wc->n;
+	hash_search(watch_calls, &key, HASH_REMOVE, NULL);
+	return 0;
+}
+
+/* Note a call sent with a watch. */
+static void
+watch_call_sent(ZkCall *c, bool children)
+{
+	c->watched = true;
+	c->watch_epoch = watch_epoch;
+	(void) count_watch_call(c->path, children, 1);
+}
+
 /* Register the part's interest in a watch on path (one per part). */
 static void
 watch(ZkPart *p, const char *path, bool children)
@@ -651,9 +698,14 @@ watch(ZkPart *p, const char *path, bool children)
  * Remove our watch on key's path from the client and the server: all
  * watches of the path, which are ours alone (one watcher per path).  Only
  * that removal reaches the server; removing one watcher of a path only
- * checks the server has the watch and leaves it there until it fires.  It
- * is sent even while the call that sets the watch is still out: the
- * server applies both in order.
+ * checks the server has the watch and leaves it there until it fires.
+ *
+ * Not while a call that sets a watch on the path is still out: the server
+ * would apply the removal after that call and take away the watch it set,
+ * on which its part may rely (a part whose interest a fire took while its
+ * listing was out takes on the watch of that listing when it is
+ * answered).  The answer of the last such call removes the watch then, if
+ * nobody wants it (process_call).
  */
 static void
 remove_watch(const ZkWatchKey *key)
@@ -661,6 +713,8 @@ remove_watch(const ZkWatchKey *key)
 	ZkCall	   *c;
 
 	if (!zk_connected())
+		return;
+	if (hash_search(watch_calls, key, HASH_FIND, NULL) != NULL)
 		return;
 	c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key->path);
 	sent(c, zoo_aremove_all_watches(zk_zh, key->path,
@@ -727,7 +781,7 @@ own_watch(ZkPart *p)
 	dlist_push_tail(&w->owners, &p->own_link);
 	p->own_watch = true;
 	c = new_call(p, ZKC_GET, T_OWNDATA, key.path);
-	c->watched = true;
+	watch_call_sent(c, false);
 	c->own = true;
 	sent(c, zoo_awget(zk_zh, key.path, engine_watcher, NULL, data_done, c));
 }
@@ -801,7 +855,7 @@ zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
 	if (with_watch)
 	{
 		watch(p, path, true);
-		c->watched = true;
+		watch_call_sent(c, true);
 		sent(c, zoo_awget_children(zk_zh, path, engine_watcher, NULL,
 								   strings_done, c));
 	}
@@ -817,7 +871,7 @@ zk_call_get(ZkPart *p, int tag, const char *path, bool with_watch)
 	if (with_watch)
 	{
 		watch(p, path, false);
-		c->watched = true;
+		watch_call_sent(c, false);
 		sent(c, zoo_awget(zk_zh, path, engine_watcher, NULL, data_done, c));
 	}
 	else
@@ -842,7 +896,7 @@ zk_call_exists_watch(ZkPart *p, int tag, const char *path)
 	ZkCall	   *c = new_call(p, ZKC_EXISTS, tag, path);
 
 	watch(p, path, false);
-	c->watched = true;
+	watch_call_sent(c, false);
 	sent(c, zoo_awexists(zk_zh, path, engine_watcher, NULL, stat_done, c));
 }
 
@@ -1946,28 +2000,29 @@ process_call(ZkCall *c)
 	ZkPart	   *p = c->part;
 
 	/*
-	 * A watch this call set that the registry no longer has.  If the
-	 * part's previous watch on the path fired while this call was out, the
-	 * part decides from this answer and relies on the watch it set: take
-	 * it on.  Otherwise nobody wants it: make sure it is removed (the
-	 * part's unwatch() may have sent the removal already, which the server
-	 * then applied after this call).
+	 * A watch this call set.  If the part's interest in the path was taken
+	 * by a watch that fired while this call was out (the fire came first,
+	 * so the watch this call set is a new one), the part decides from this
+	 * answer and relies on that new watch: take it on, beside any other
+	 * part that has registered for the path since.  Otherwise, when the
+	 * registry no longer has the path, nobody wants the watch: make sure it
+	 * is removed (the part's unwatch() may have sent the removal already,
+	 * which the server then applied after this call).
 	 */
-	if (c->watch_set && !c->own)
+	if (c->watched && c->watch_epoch == watch_epoch)
+		(void) count_watch_call(c->path, c->r.type == ZKC_LIST, -1);
+	if (c->watch_set && !c->own && c->watch_epoch == watch_epoch)
 	{
 		ZkWatchKey	key;
 
 		memset(&key, 0, sizeof(key));
 		key.children = (c->r.type == ZKC_LIST);
 		strlcpy(key.path, c->path, sizeof(key.path));
-		if (hash_search(watches, &key, HASH_FIND, NULL) == NULL)
-		{
-			if (c->gen == p->gen && !p->dead && !p->dropping &&
-				p->watch_path == NULL && p->watch_fired)
-				watch(p, c->path, key.children);
-			else
-				remove_watch(&key);
-		}
+		if (c->gen == p->gen && !p->dead && !p->dropping &&
+			p->watch_path == NULL && p->watch_fired)
+			watch(p, c->path, key.children);
+		else if (hash_search(watches, &key, HASH_FIND, NULL) == NULL)
+			remove_watch(&key);
 	}
 
 	/* p->calls still counts this call: nothing frees p meanwhile */
@@ -2333,11 +2388,19 @@ zk_engine_session_lost(const char *why)
 		free_part(p);
 	}
 
-	/* the watches died with the session */
+	/* the watches died with the session, and the calls setting them */
 	hash_seq_init(&hs, watches);
 	while ((w = hash_seq_search(&hs)) != NULL)
 		hash_search(watches, &w->key, HASH_REMOVE, NULL);
 	pg_atomic_write_u32(&zk_shared->n_watches, 0);
+	{
+		ZkWatchCalls *wc;
+
+		hash_seq_init(&hs, watch_calls);
+		while ((wc = hash_seq_search(&hs)) != NULL)
+			hash_search(watch_calls, &wc->key, HASH_REMOVE, NULL);
+	}
+	watch_epoch++;
 
 	/* waiting requests start over, with a fresh deadline to connect */
 	foreach(lc, restart)
@@ -2392,6 +2455,9 @@ zk_engine_init(void)
 	ctl.hcxt = engine_context;
 	watches = hash_create("zklock watches", 64, &ctl,
 						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.entrysize = sizeof(ZkWatchCalls);
+	watch_calls = hash_create("zklock watch calls", 64, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	ctl.keysize = ZK_PATH_MAX;
 	ctl.entrysize = sizeof(ZkParent);
 	parents = hash_create("zklock parents", 256, &ctl,

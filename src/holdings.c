@@ -10,7 +10,9 @@
  *
  *	- the shared entry (id and generation) of its node: re-entrant kinds
  *	  (locks, read and write locks) share one node among all acquisitions,
- *	  a semaphore has one node (lease) per acquisition;
+ *	  a semaphore has one node (lease) per lease: one acquisition per
+ *	  lease, and the leases one call took (zk_semaphore_acquire_leases)
+ *	  carry the same call number, so that one release returns them all;
  *	- its scope: session (subid 0) or the SubTransactionId that took it, so
  *	  that ROLLBACK TO SAVEPOINT releases what was taken inside the
  *	  savepoint and the end of the transaction releases the rest.
@@ -21,8 +23,9 @@
  * holdings exist and refuse COMMIT when one of them was lost.
  *
  * Recipes made of several nodes are composed here, from the engine's
- * single-node requests: a semaphore lease is taken under its entry mutex
- * (Curator's InterProcessSemaphoreV2), a multi-lock takes its locks in
+ * single-node requests: semaphore leases are taken under its entry mutex
+ * (Curator's InterProcessSemaphoreV2; several leases of one call all under
+ * one hold of it, all or none), a multi-lock takes its locks in
  * name order and gives them back on failure (InterProcessMultiLock).
  * The parts after the first are asked with ZKR_NO_RESTART: if the session
  * is lost while they wait, the whole composite starts over (a semaphore,
@@ -71,6 +74,8 @@ typedef struct ZkAcq
 	uint32		generation;
 	SubTransactionId subid;		/* InvalidSubTransactionId: session scope */
 	bool		revocable;		/* let go when revoked (see let_go_revoked) */
+	uint32		call;			/* the acquiring call: the leases of one
+								 * multi-lease acquire share it */
 } ZkAcq;
 
 typedef struct ZkHolding
@@ -84,6 +89,9 @@ typedef struct ZkHolding
 #define SESSION_SCOPE InvalidSubTransactionId
 
 static HTAB *holdings = NULL;
+
+/* numbers the acquiring calls (ZkAcq.call) */
+static uint32 last_call = 0;
 
 /*
  * Job claims of this transaction (zk_hold_claim), in TopMemoryContext:
@@ -227,20 +235,20 @@ remove_acq(ZkHolding *h, int i)
 	return true;
 }
 
-static void
-add_acq(ZkHolding *h, int id, uint32 generation, SubTransactionId subid,
-		bool revocable)
+/*
+ * Remove acquisition i and every other acquisition of the call that made it
+ * (the leases of a multi-lease acquire go together).  Returns true when the
+ * holding is gone, as remove_acq.  Never throws.
+ */
+static bool
+remove_call(ZkHolding *h, int i)
 {
-	if (h->nacqs == h->maxacqs)
-	{
-		h->maxacqs *= 2;
-		h->acqs = repalloc(h->acqs, sizeof(ZkAcq) * h->maxacqs);
-	}
-	h->acqs[h->nacqs].id = id;
-	h->acqs[h->nacqs].generation = generation;
-	h->acqs[h->nacqs].subid = subid;
-	h->acqs[h->nacqs].revocable = revocable;
-	h->nacqs++;
+	uint32		call = h->acqs[i].call;
+
+	for (int j = h->nacqs - 1; j >= 0; j--)
+		if (h->acqs[j].call == call && remove_acq(h, j))
+			return true;
+	return false;
 }
 
 /* Index of the newest session-scope acquisition, or -1. */
@@ -326,36 +334,86 @@ take_node(ZkKind kind, const char *name, int flags, int64 expect_session,
 	return zk_wait(*id, *generation, deadline);
 }
 
-/* Record a new acquisition of a granted node, giving it up on failure. */
+/*
+ * Record the acquisition of n granted nodes by one call (one node, or the
+ * leases of a multi-lease acquire), all or none: on failure every node is
+ * given up.
+ */
 static void
-record(ZkKind kind, const char *name, int id, uint32 generation, bool xact,
-	   bool revocable)
+record(ZkKind kind, const char *name, const int *ids, const uint32 *gens,
+	   int n, bool xact, bool revocable)
 {
 	ZkHoldingKey key;
+	ZkHolding  *volatile h = NULL;
+	volatile bool added = false;
 
 	make_key(&key, kind, name);
 	PG_TRY();
 	{
 		bool		found;
-		ZkHolding  *h = hash_search(holdings, &key, HASH_ENTER, &found);
+		SubTransactionId subid = xact ? GetCurrentSubTransactionId() :
+		SESSION_SCOPE;
 
+		h = hash_search(holdings, &key, HASH_ENTER, &found);
 		if (!found)
 		{
 			h->nacqs = 0;
-			h->maxacqs = 4;
+			h->maxacqs = 0;
+			h->acqs = NULL;
 			h->acqs = MemoryContextAlloc(TopMemoryContext,
-										 sizeof(ZkAcq) * h->maxacqs);
+										 sizeof(ZkAcq) * Max(4, n));
+			h->maxacqs = Max(4, n);
 		}
-		add_acq(h, id, generation,
-				xact ? GetCurrentSubTransactionId() : SESSION_SCOPE, revocable);
-		publish_counts(id, generation);
+		if (h->nacqs + n > h->maxacqs)
+		{
+			int			m = Max(h->maxacqs * 2, h->nacqs + n);
+
+			h->acqs = repalloc(h->acqs, sizeof(ZkAcq) * m);
+			h->maxacqs = m;
+		}
+		/* nothing below allocates */
+		last_call++;
+		for (int k = 0; k < n; k++)
+		{
+			ZkAcq	   *a = &h->acqs[h->nacqs++];
+
+			a->id = ids[k];
+			a->generation = gens[k];
+			a->subid = subid;
+			a->call = last_call;
+			a->revocable = revocable;
+		}
+		added = true;
+		for (int k = 0; k < n; k++)
+			publish_counts(ids[k], gens[k]);
 	}
 	PG_CATCH();
 	{
-		zk_give_up(id, generation);
+		if (added)
+			(void) remove_call(h, h->nacqs - 1);
+		else
+		{
+			for (int k = 0; k < n; k++)
+				zk_give_up(ids[k], gens[k]);
+			if (h != NULL && h->nacqs == 0)
+			{
+				/* a holding just made, with nothing in it */
+				if (h->acqs != NULL)
+					pfree(h->acqs);
+				hash_search(holdings, &key, HASH_REMOVE, NULL);
+			}
+		}
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+}
+
+/* Record the acquisition of one granted node. */
+static void
+record1(ZkKind kind, const char *name, int id, uint32 generation, bool xact,
+		bool revocable)
+{
+	record(kind, name, &id, &generation, 1, xact, revocable);
 }
 
 /* The newest valid acquisition of an exclusive lock of name, or NULL. */
@@ -389,18 +447,23 @@ held_session(ZkKind kind, const char *name)
 }
 
 /*
- * Take a semaphore lease: its entry mutex, then the lease under it (see
- * the file header).  When the session is lost while the lease waits, the
- * whole protocol starts over within the deadline.
+ * Take qty leases of a semaphore, all or none: its entry mutex, then, under
+ * it, the qty lease nodes at once, and wait until all of them hold (see
+ * recipes/semaphore.c for why that is exactly "the leases number at most
+ * max_leases").  On any other outcome every lease node is given up; the
+ * entry mutex is given up in any case.  When the session is lost while the
+ * leases wait, the whole protocol starts over within the deadline.  ids
+ * and gens get the qty granted entries.
  */
 static ZkEntryState
-take_lease(const char *name, int flags, TimestampTz deadline, int32 max_leases,
-		   int *id, uint32 *gen)
+take_leases(const char *name, int flags, TimestampTz deadline,
+			int32 max_leases, int32 qty, int *ids, uint32 *gens)
 {
 	for (;;)
 	{
 		int			mid;
 		uint32		mgen;
+		volatile int nreq = 0;
 		ZkEntryState state;
 
 		state = take_node(ZK_KIND_SEMAPHORE_ENTRY, name, flags, 0, deadline, 0,
@@ -409,15 +472,34 @@ take_lease(const char *name, int flags, TimestampTz deadline, int32 max_leases,
 			return state;
 		PG_TRY();
 		{
-			state = take_node(ZK_KIND_SEMAPHORE, name, flags | ZKR_NO_RESTART,
-							  zk_entry_session(mid, mgen), deadline,
-							  max_leases, id, gen);
+			ZkRequest	req;
+
+			memset(&req, 0, sizeof(req));
+			req.kind = ZK_KIND_SEMAPHORE;
+			req.name = name;
+			req.flags = flags | ZKR_NO_RESTART;
+			req.arg = max_leases;
+			req.expect_session = zk_entry_session(mid, mgen);
+			/* every lease node is asked for before any is waited on */
+			for (; nreq < qty; nreq++)
+				ids[nreq] = zk_request(&req, &gens[nreq]);
+			for (int k = 0; k < qty && state == ZKE_HELD; k++)
+				state = zk_wait(ids[k], gens[k], deadline);
 		}
-		PG_FINALLY();
+		PG_CATCH();
 		{
+			for (int k = 0; k < nreq; k++)
+				zk_give_up(ids[k], gens[k]);
 			zk_give_up(mid, mgen);
+			PG_RE_THROW();
 		}
 		PG_END_TRY();
+		zk_give_up(mid, mgen);
+		if (state == ZKE_HELD)
+			return state;
+		/* not all granted: none is kept */
+		for (int k = 0; k < qty; k++)
+			zk_give_up(ids[k], gens[k]);
 		if (state != ZKE_LOST)
 			return state;
 		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
@@ -428,13 +510,14 @@ take_lease(const char *name, int flags, TimestampTz deadline, int32 max_leases,
 /*
  * Acquire (kind, name) in session or transaction scope.  timeout_ms 0 does
  * not wait, ZK_WAIT_FOREVER waits without limit.  Returns false when not
- * granted in time.  arg is max_leases for semaphores.  A later part of a
- * multi-lock adds ZKR_NO_RESTART to flags and the session of the earlier
- * parts as expect_session.
+ * granted in time.  arg is max_leases for semaphores, qty the number of
+ * leases (1 for every other kind).  A later part of a multi-lock adds
+ * ZKR_NO_RESTART to flags and the session of the earlier parts as
+ * expect_session.
  */
 static bool
 hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
-			 int32 arg, int flags, int64 expect_session)
+			 int32 arg, int32 qty, int flags, int64 expect_session)
 {
 	bool		revocable = (flags & ZKR_REVOCABLE) != 0;
 	ZkHolding  *h = lookup(kind, name);
@@ -444,6 +527,8 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	bool		ok;
 	int			id;
 	uint32		gen;
+	int		   *ids = &id;
+	uint32	   *gens = &gen;
 
 	if (timeout_ms > 0)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
@@ -470,14 +555,14 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	{
 		ZkAcq	   *a = &h->acqs[0];
 
-		record(kind, name, a->id, a->generation, xact, revocable);
+		record1(kind, name, a->id, a->generation, xact, revocable);
 		return true;
 	}
 
 	if (is_lock_kind(kind) && (ex = exclusive_acq(name)) != NULL)
 	{
 		/* one name, one resource: our exclusive node covers it */
-		record(kind, name, ex->id, ex->generation, xact, revocable);
+		record1(kind, name, ex->id, ex->generation, xact, revocable);
 		return true;
 	}
 	if (kind != ZK_KIND_READ && is_lock_kind(kind) &&
@@ -489,8 +574,25 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 				 errdetail("Waiting for an exclusive lock while holding the read lock would wait forever."),
 				 errhint("Release the read lock first.")));
 
+	if (kind == ZK_KIND_SEMAPHORE && (h ? h->nacqs : 0) + qty > arg)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg_plural("zklock semaphore \"%s\" cannot grant %d more lease to this session",
+							   "zklock semaphore \"%s\" cannot grant %d more leases to this session",
+							   qty, name, qty),
+				 errdetail("max_leases is %d and this session holds %d of them; waiting for %d more would wait for its own leases forever.",
+						   arg, h ? h->nacqs : 0, qty),
+				 errhint("A semaphore, like Curator's InterProcessSemaphoreMutex, is not re-entrant: release a lease first.")));
+
 	if (kind == ZK_KIND_SEMAPHORE)
-		state = take_lease(name, flags, deadline, arg, &id, &gen);
+	{
+		if (qty > 1)
+		{
+			ids = palloc(sizeof(int) * qty);
+			gens = palloc(sizeof(uint32) * qty);
+		}
+		state = take_leases(name, flags, deadline, arg, qty, ids, gens);
+	}
 	else
 		state = take_node(kind, name, flags, expect_session, deadline, arg,
 						  &id, &gen);
@@ -504,7 +606,8 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 				 errhint("Retry the call.")));
 	if (state != ZKE_HELD)
 		return false;
-	record(kind, name, id, gen, xact, revocable);
+	record(kind, name, ids, gens, kind == ZK_KIND_SEMAPHORE ? qty : 1, xact,
+		   revocable);
 	return true;
 }
 
@@ -516,8 +619,22 @@ bool
 zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 				int32 max_leases, bool revocable)
 {
-	return hold_acquire(kind, name, xact, timeout_ms, max_leases,
+	return hold_acquire(kind, name, xact, timeout_ms, max_leases, 1,
 						revocable ? ZKR_REVOCABLE : 0, 0);
+}
+
+/*
+ * Acquire qty leases of a semaphore of max_leases in one call, all or none
+ * (1 <= qty <= max_leases, checked by the caller).  One release gives them
+ * all back.
+ */
+bool
+zk_hold_acquire_leases(const char *name, bool xact, int64 timeout_ms,
+					   int32 max_leases, int32 qty)
+{
+	Assert(qty >= 1 && qty <= max_leases);
+	return hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout_ms,
+						max_leases, qty, 0, 0);
 }
 
 static int
@@ -558,7 +675,7 @@ zk_hold_acquire_all(char **names, int n, bool xact, int64 timeout_ms)
 
 			if (deadline != 0)
 				left = Max(1, (deadline - GetCurrentTimestamp()) / 1000);
-			if (!hold_acquire(ZK_KIND_LOCK, names[taken], xact, left, 0,
+			if (!hold_acquire(ZK_KIND_LOCK, names[taken], xact, left, 0, 1,
 							  taken > 0 ? ZKR_NO_RESTART : 0, session))
 			{
 				ok = false;
@@ -602,11 +719,12 @@ zk_hold_release_last(ZkKind kind, const char *name)
 	ZkHolding  *h = lookup(kind, name);
 
 	if (h != NULL)
-		(void) remove_acq(h, h->nacqs - 1);
+		(void) remove_call(h, h->nacqs - 1);
 }
 
 /*
- * Release one session-scope acquisition of (kind, name).  Like
+ * Release the newest session-scope acquisition of (kind, name): for a
+ * semaphore, every lease its acquiring call took.  Like
  * pg_advisory_unlock: false and a WARNING when this backend does not hold
  * it in session scope.
  */
@@ -628,7 +746,7 @@ zk_hold_release(ZkKind kind, const char *name)
 				 h ? errhint("Transaction-scope locks are released when the transaction ends.") : 0));
 		return false;
 	}
-	(void) remove_acq(h, i);
+	(void) remove_call(h, i);
 	return true;
 }
 

@@ -115,24 +115,47 @@ ZK_SQL_FUNC(zk_rwlock_write_release, release(fcinfo, ZK_KIND_WRITE))
 ZK_SQL_FUNC(zk_rwlock_write_held, held(fcinfo, ZK_KIND_WRITE))
 ZK_SQL_FUNC(zk_rwlock_write_token, token(fcinfo, ZK_KIND_WRITE))
 
-/* semaphore: (name, max_leases, timeout_ms) */
+/*
+ * semaphore: (name, max_leases, timeout_ms), or with with_qty (name,
+ * max_leases, qty, timeout_ms): qty leases in one call, all or none.
+ */
 static Datum
-semaphore_acquire(FunctionCallInfo fcinfo, bool xact)
+semaphore_acquire(FunctionCallInfo fcinfo, bool xact, bool with_qty)
 {
 	char	   *name = zk_name_arg(fcinfo, 0, "lock name");
-	int64		timeout = timeout_arg(fcinfo, 2);
 	int32		max_leases;
+	int32		qty = 1;
+	int64		timeout;
 
 	if (PG_ARGISNULL(1) || (max_leases = PG_GETARG_INT32(1)) < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_leases must be at least 1")));
-	PG_RETURN_BOOL(zk_hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout,
-								   max_leases, false));
+	if (with_qty)
+	{
+		if (PG_ARGISNULL(2) || (qty = PG_GETARG_INT32(2)) < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("qty must be at least 1")));
+		if (qty > max_leases)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("qty must not exceed max_leases"),
+					 errdetail("%d leases were asked of a semaphore of %d leases.",
+							   qty, max_leases)));
+	}
+	timeout = timeout_arg(fcinfo, with_qty ? 3 : 2);
+	if (!with_qty)
+		PG_RETURN_BOOL(zk_hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout,
+									   max_leases, false));
+	PG_RETURN_BOOL(zk_hold_acquire_leases(name, xact, timeout, max_leases,
+										  qty));
 }
 
-ZK_SQL_FUNC(zk_semaphore_acquire, semaphore_acquire(fcinfo, false))
-ZK_SQL_FUNC(zk_semaphore_acquire_xact, semaphore_acquire(fcinfo, true))
+ZK_SQL_FUNC(zk_semaphore_acquire, semaphore_acquire(fcinfo, false, false))
+ZK_SQL_FUNC(zk_semaphore_acquire_xact, semaphore_acquire(fcinfo, true, false))
+ZK_SQL_FUNC(zk_semaphore_acquire_leases, semaphore_acquire(fcinfo, false, true))
+ZK_SQL_FUNC(zk_semaphore_acquire_leases_xact, semaphore_acquire(fcinfo, true, true))
 ZK_SQL_FUNC(zk_semaphore_release, release(fcinfo, ZK_KIND_SEMAPHORE))
 ZK_SQL_FUNC(zk_semaphore_held, held(fcinfo, ZK_KIND_SEMAPHORE))
 ZK_SQL_FUNC(zk_semaphore_token, token(fcinfo, ZK_KIND_SEMAPHORE))

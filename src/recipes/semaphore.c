@@ -8,7 +8,21 @@
  * mutex (recipes/lock.c; holdings.c composes the two): it holds once the
  * leases number at most max_leases, else it waits for any change of the
  * children.  As in Curator, every acquirer of one semaphore must use the
- * same max_leases.
+ * same max_leases.  Curator's InterProcessSemaphoreMutex is this recipe
+ * with max_leases 1.
+ *
+ * Several leases in one call, all or none (holdings.c, take_leases): while
+ * holding the entry mutex the backend asks for all qty lease parts at
+ * once, each deciding as above, and has them all only when every one
+ * holds.  That is exactly "the leases, ours included, number at most
+ * max_leases": the lease created last listed the children after all qty
+ * of ours existed, and while we hold the entry mutex nobody else adds a
+ * lease (every participant, Curator's included, creates its lease only
+ * under the entry mutex), so the count it accepted can only have fallen
+ * since.  A part created earlier may hold sooner, on a listing without
+ * our later leases: it means nothing until all hold, and all are given
+ * back when one does not.  Curator's own acquire(qty) takes the entry
+ * mutex once per lease instead; both keep to the same protocol.
  *
  *-------------------------------------------------------------------------
  */

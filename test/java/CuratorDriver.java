@@ -31,7 +31,11 @@
  *   TAG write-acquire PATH TIMEOUT_MS         .writeLock()
  *   TAG write-release
  *   TAG sem-acquire PATH MAX TIMEOUT_MS   InterProcessSemaphoreV2(PATH, MAX)
- *   TAG sem-release                       return the tag's lease
+ *   TAG sem-acquire-qty PATH MAX QTY TIMEOUT_MS
+ *                                         the same, .acquire(QTY): QTY leases
+ *   TAG sem-release                       return the tag's lease(s)
+ *   TAG semmutex-acquire PATH TIMEOUT_MS  InterProcessSemaphoreMutex(PATH)
+ *   TAG semmutex-release
  *   TAG latch-start PATH ID               LeaderLatch(PATH, ID).start(): join
  *                                         the election (ID: the node's data)
  *   TAG latch-await TIMEOUT_MS            ok once the tag's latch leads
@@ -57,6 +61,8 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.Collection;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
@@ -71,6 +77,7 @@ import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
@@ -86,7 +93,7 @@ public class CuratorDriver
 	/* what each tag holds (touched only by the tag's thread) */
 	private static final Map<String, InterProcessLock> locks =
 		new java.util.concurrent.ConcurrentHashMap<>();
-	private static final Map<String, Lease> leases =
+	private static final Map<String, Collection<Lease>> leases =
 		new java.util.concurrent.ConcurrentHashMap<>();
 	private static final Map<String, LeaderLatch> latches =
 		new java.util.concurrent.ConcurrentHashMap<>();
@@ -163,7 +170,16 @@ public class CuratorDriver
 				locks.put(tag + (read ? "/read" : "/write"), l);
 				return "ok";
 			}
+			case "semmutex-acquire":
+			{
+				InterProcessSemaphoreMutex m = new InterProcessSemaphoreMutex(client, w[2]);
+				if (!acquire(m, Long.parseLong(w[3])))
+					return "timeout";
+				locks.put(tag + "/semmutex", m);
+				return "ok";
+			}
 			case "mutex-release":
+			case "semmutex-release":
 			case "read-release":
 			case "write-release":
 			{
@@ -182,15 +198,29 @@ public class CuratorDriver
 				Lease lease = ms < 0 ? s.acquire() : s.acquire(ms, TimeUnit.MILLISECONDS);
 				if (lease == null)
 					return "timeout";
-				leases.put(tag, lease);
+				leases.put(tag, Collections.singletonList(lease));
+				return "ok";
+			}
+			case "sem-acquire-qty":
+			{
+				InterProcessSemaphoreV2 s =
+					new InterProcessSemaphoreV2(client, w[2], Integer.parseInt(w[3]));
+				int qty = Integer.parseInt(w[4]);
+				long ms = Long.parseLong(w[5]);
+				Collection<Lease> got = ms < 0 ? s.acquire(qty) :
+					s.acquire(qty, ms, TimeUnit.MILLISECONDS);
+				if (got == null)
+					return "timeout";
+				leases.put(tag, got);
 				return "ok";
 			}
 			case "sem-release":
 			{
-				Lease lease = leases.remove(tag);
-				if (lease == null)
+				Collection<Lease> got = leases.remove(tag);
+				if (got == null)
 					return "error nothing held";
-				lease.close();
+				for (Lease lease : got)
+					lease.close();
 				return "ok";
 			}
 			case "latch-start":
