@@ -168,7 +168,10 @@ lookup(ZkKind kind, const char *name)
 
 /*
  * Publish the scope counts of one node, over every holding that uses it,
- * for zk_locks.
+ * for zk_locks; and whether it is revocable: only when every acquisition
+ * that uses it is, since only then does letting go of the revocable ones
+ * (let_go_revoked) give the node up, which is what signalling the session
+ * is for.
  */
 static void
 publish_counts(int id, uint32 generation)
@@ -177,7 +180,7 @@ publish_counts(int id, uint32 generation)
 	ZkHolding  *h;
 	int			nsession = 0;
 	int			nxact = 0;
-	bool		revocable = false;
+	bool		revocable = true;
 
 	hash_seq_init(&status, holdings);
 	while ((h = hash_seq_search(&status)) != NULL)
@@ -188,9 +191,10 @@ publish_counts(int id, uint32 generation)
 					nsession++;
 				else
 					nxact++;
-				revocable |= h->acqs[i].revocable;
+				revocable &= h->acqs[i].revocable;
 			}
-	zk_entry_publish(id, generation, nsession, nxact, revocable);
+	zk_entry_publish(id, generation, nsession, nxact,
+					 revocable && nsession + nxact > 0);
 }
 
 /* Does any acquisition of any holding use this node? */

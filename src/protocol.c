@@ -710,8 +710,8 @@ zk_entry_result(int id, uint32 generation)
 
 /*
  * Publish how often the owner holds an entry, for the zk_locks view, and
- * whether one of those acquisitions is revocable (the worker then signals
- * the owner when a revocation is requested; it stays so).
+ * whether letting go of its revocable acquisitions would release it (the
+ * worker then signals the owner when a revocation is requested).
  */
 void
 zk_entry_publish(int id, uint32 generation, int session_count, int xact_count,
@@ -726,6 +726,8 @@ zk_entry_publish(int id, uint32 generation, int session_count, int xact_count,
 		e->xact_count = xact_count;
 		if (revocable)
 			e->flags |= ZKR_REVOCABLE;
+		else
+			e->flags &= ~ZKR_REVOCABLE;
 	}
 	LWLockRelease(zk_shared->lock);
 }

@@ -71,7 +71,7 @@ typedef enum ZkAskState
 #define ZKR_NO_RESTART	0x02	/* on session loss while pending: LOST, not
 								 * a fresh start (part of a composite) */
 #define ZKR_REVOCABLE	0x04	/* revoked: signal the owner (SIGINT); the
-								 * owner may add it later (zk_entry_publish) */
+								 * owner keeps it current (zk_entry_publish) */
 
 typedef struct ZkEntry
 {

@@ -185,6 +185,76 @@ is($curator->ask(c2 => 'read-acquire /zklock/rev/w 10000'), 'ok',
 is($curator->ask(c2 => 'read-release'), 'ok', 'Curator releases');
 
 # ---------------------------------------------------------------------------
+note 'no cancel where letting go would not release the lock';
+
+$sa->query_ok('CREATE TABLE marker (x int)');
+
+# A runs a statement that ends by itself once marker has a row; B revokes
+# $name; the worker must note the request and not cancel the statement,
+# and A must still hold $kind lock $name afterwards.
+sub revoke_without_cancel
+{
+	my ($name, $held_fn, $what) = @_;
+	my $pid = $sa->pid;
+	$sa->send(q{DO $$ BEGIN
+	  WHILE NOT EXISTS (SELECT 1 FROM marker) LOOP PERFORM pg_sleep(0.05); END LOOP;
+	END $$});
+	ok(wait_running($pa, $sa), "$what: A runs a statement");
+	my $logstart = -s $pa->logfile;
+	ok($sb->query_ok("SELECT zk_lock_revoke('$name')") >= 1,
+		"$what: B revokes");
+	my $log;
+	ok( poll_until(
+			sub {
+				$log = substr(slurp_file($pa->logfile), $logstart);
+				$log =~ /"\Q$name\E" held by process $pid was/;
+			}),
+		"$what: the worker has heard of the request");
+	like($log, qr/held by process $pid was asked to let go/,
+		"$what: it notes the request");
+	unlike($log, qr/held by process $pid was revoked; cancelling/,
+		"$what: and does not cancel A's statement");
+	# a round trip through A's worker before the statement may end
+	is($sa2->query_ok("SELECT zk_lock_try('rev/other')"), 't',
+		"$what: the worker has moved on");
+	$sa2->query_ok('INSERT INTO marker VALUES (1)');
+	my ($out, $err) = $sa->result;
+	is(sqlstate($err), '(none)', "$what: A's statement was not cancelled")
+	  or diag $err;
+	$sa2->query_ok('DELETE FROM marker');
+	is($sa2->query_ok("SELECT zk_lock_release('rev/other')"), 't',
+		"$what: session 2 releases");
+	is($sa->query_ok("SELECT $held_fn('$name')"), 't',
+		"$what: A still holds it");
+	return $err;
+}
+
+is($sa->query_ok("SELECT zk_lock_acquire('rev/sticky')"), 't',
+	'A holds rev/sticky, not revocable');
+is($sa->query_ok("SELECT zk_lock_acquire('rev/sticky', NULL, true)"), 't',
+	'and again, re-entrant, revocable');
+is($sa->query_ok("SELECT zk_lock_release('rev/sticky')"), 't',
+	'and releases the newest (the revocable one)');
+revoke_without_cancel('rev/sticky', 'zk_lock_held', 'revocable one released');
+is($sa->query_ok("SELECT zk_lock_release('rev/sticky')"), 't', 'A releases');
+
+is($sa->query_ok("SELECT zk_rwlock_write('rev/cover')"), 't',
+	'A holds write lock rev/cover, not revocable');
+is($sa->query_ok("SELECT zk_rwlock_read('rev/cover', NULL, true)"), 't',
+	'and a revocable read lock, which its write node covers');
+$err = revoke_without_cancel('rev/cover', 'zk_rwlock_write_held',
+	'revocable read under a plain write');
+like($err, qr/zklock read lock "rev\/cover" was revoked; this session let go of it/,
+	'the revocable read lock was let go at the end of that transaction');
+is($sa->query_ok("SELECT zk_rwlock_read_held('rev/cover')"), 'f',
+	'A no longer holds the read lock');
+is($sa->query_ok("SELECT zk_rwlock_write_held('rev/cover')"), 't',
+	'the write lock stays');
+is($sa->query_ok("SELECT zk_rwlock_write_release('rev/cover')"), 't',
+	'A releases it');
+$sa->query_ok('DROP TABLE marker');
+
+# ---------------------------------------------------------------------------
 note 'every reader is asked';
 
 is($curator->ask(r1 => 'read-acquire /zklock/rev/rw 5000'), 'ok',
