@@ -57,6 +57,8 @@
  */
 #include "postgres.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -832,6 +834,39 @@ wait_set_prepare(int fd, uint32 sock_events)
 		wait_fd = fd;
 		wait_ino = ino;
 		wait_sock_events = sock_events;
+	}
+}
+
+/*
+ * Hold back (on) or push out (off) what the client sends.  The client sets
+ * TCP_NODELAY and sends a request's length and its body with a send() each,
+ * so every request would leave as two TCP segments, each waking the server
+ * (and, on loopback, costing the sender the receiver's side of the stack
+ * too).  The worker corks the socket while the engine sends a turn's
+ * requests and uncorks it at the end of the turn: they leave together, in
+ * as few segments as their size allows.  Only the socket waited on in this
+ * turn is corked, and only while connected; nothing between the wait and
+ * the uncork opens a socket.
+ */
+static int	corked_fd = -1;
+
+void
+zk_session_cork(bool on)
+{
+	int			v = on ? 1 : 0;
+
+	if (on)
+	{
+		if (corked_fd >= 0 || wait_fd < 0 || !zk_session_connected())
+			return;
+		if (setsockopt(wait_fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v)) == 0)
+			corked_fd = wait_fd;
+	}
+	else if (corked_fd >= 0)
+	{
+		/* fails harmlessly if the client closed the socket meanwhile */
+		(void) setsockopt(corked_fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
+		corked_fd = -1;
 	}
 }
 

@@ -105,10 +105,14 @@ zk_worker_main(Datum arg)
 			zk_engine_reload();
 		}
 
+		/* what the engine sends in this turn leaves together (session.c) */
 		n = zk_take_queue(batch, batch_size);
+		if (n > 0 || zk_engine_pending())
+			zk_session_cork(true);
 		for (int i = 0; i < n; i++)
 			zk_engine_request(batch[i]);
 		zk_engine_run();
+		zk_session_cork(false);
 		MemoryContextReset(zk_turn_context);
 	}
 }
