@@ -7,9 +7,13 @@
  * This file owns the worker process: its signals, its wait loop and the
  * hand-off of queued requests to the engine.  One iteration of the loop:
  * wait on the latch, the ZooKeeper socket and the client's timeout (in
- * zk_session_wait, which also lets the client run its completions and
- * watchers), handle interrupts and configuration reloads, then advance
- * every entry backends have queued.
+ * zk_session_wait, which also lets the client read every reply already
+ * waiting and run their completions and watchers), handle interrupts and
+ * configuration reloads, then advance every entry backends have queued
+ * and act on the replies.  What the engine sends in a turn leaves
+ * together when the turn ends (zk_session_cork); what the socket cannot
+ * take at once the client keeps, and the next wait includes the socket
+ * becoming writable, so it is flushed as soon as it can be.
  *
  * The worker needs no database connection, so it starts with the
  * postmaster and runs on a hot standby too.  On exit it closes its session,
