@@ -53,6 +53,8 @@ worker_exit(int code, Datum arg)
 {
 	/* no backend vouches for a node of this session from now on */
 	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
+	/* an ERROR may have left the socket corked: the close must go out now */
+	zk_session_cork(false);
 	zk_engine_exit();
 	zk_session_stop();
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
