@@ -68,6 +68,7 @@
 #include <unistd.h>
 
 #include "access/xlog.h"
+#include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "utils/guc.h"
@@ -345,13 +346,16 @@ char *
 zk_node_data(ZkPart *p)
 {
 	StringInfoData s;
-	char		host[256];
+	static char host[256];		/* asked once: a system call per node */
 	int			id = zk_part_entry(p);
 	char		sysid[32];
 
-	if (gethostname(host, sizeof(host)) != 0)
-		strcpy(host, "?");
-	host[sizeof(host) - 1] = '\0';
+	if (host[0] == '\0')
+	{
+		if (gethostname(host, sizeof(host)) != 0)
+			strcpy(host, "?");
+		host[sizeof(host) - 1] = '\0';
+	}
 	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
 	initStringInfo(&s);
 	appendStringInfoString(&s, "{\"instance\":");
@@ -1299,17 +1303,32 @@ zk_part_drop(ZkPart *p)
 
 /* ---- the sequential-node protocol ---- */
 
+static pg_prng_state prefix_prng;
+static bool prefix_prng_seeded = false;
+
 static void
 seq_create(ZkPart *p)
 {
 	const ZkDriver *d = p->driver;
 	char		path[ZK_PATH_MAX];
 	uint8		rnd[8];
+	uint64		r;
 	ZkParent   *e = parent_entry(p->parent, false);
 	char	   *data = zk_node_data(p);
 
-	if (!pg_strong_random(rnd, sizeof(rnd)))
-		elog(ERROR, "could not generate random bytes");
+	/*
+	 * The prefix only has to be unique: drawn from a generator seeded from
+	 * the strong source once, not from the strong source (a system call)
+	 * every time.
+	 */
+	if (!prefix_prng_seeded)
+	{
+		if (!pg_prng_strong_seed(&prefix_prng))
+			elog(ERROR, "could not generate random bytes");
+		prefix_prng_seeded = true;
+	}
+	r = pg_prng_uint64(&prefix_prng);
+	memcpy(rnd, &r, sizeof(rnd));
 	zk_make_prefix(p->prefix, sizeof(p->prefix), rnd, (uint64) zk_session());
 	snprintf(path, sizeof(path), "%s/%s%s", p->parent, p->prefix,
 			 zk_form_base(d->form));
@@ -2265,6 +2284,13 @@ zk_engine_run(void)
 	expire_retained();
 	reconcile();
 	DRIVER_HOOKS(run);
+}
+
+/* Has the ZooKeeper client delivered anything the engine has not acted on? */
+bool
+zk_engine_pending(void)
+{
+	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired);
 }
 
 /* How long the worker may sleep before the engine needs to run (ms). */

@@ -57,6 +57,9 @@
  */
 #include "postgres.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -82,6 +85,9 @@
 
 /* While the credentials file cannot be used, read it again this often (ms). */
 #define AUTH_RETRY_MS		30000
+
+/* Replies read from the socket in one turn of the worker, at most. */
+#define MAX_REPLIES_PER_TURN	256
 
 zhandle_t  *zk_zh = NULL;
 
@@ -768,6 +774,103 @@ kick_stuck_handshake(int fd)
 }
 
 /*
+ * The worker's wait: one WaitEventSet kept across turns (building one per
+ * turn costs an epoll instance and three registrations, five system calls,
+ * every turn), rebuilt only when the client's socket changes.
+ *
+ * PostgreSQL 15 cannot remove an event from a set or move it to another
+ * socket, so a different socket, or none, means a new set.  The socket is
+ * told apart by its inode, not only by its number: the client closes its
+ * socket when a connection fails and may open the next one under the same
+ * number, and the kernel drops a closed socket from an epoll set on its
+ * own, so changing the events of a number that now names another socket
+ * would fail (and end the worker).  A set never carries a socket event
+ * without READABLE or WRITEABLE: a socket with no interest is waited on
+ * as no socket.
+ */
+static WaitEventSet *wait_set = NULL;
+static int	wait_fd = -1;			/* socket in wait_set, or -1 */
+static ino_t wait_ino = 0;			/* its inode */
+static int	wait_pos = -1;			/* its event in wait_set */
+static uint32 wait_sock_events = 0;	/* WL_SOCKET_* it waits for */
+
+static void
+wait_set_prepare(int fd, uint32 sock_events)
+{
+	struct stat st;
+	ino_t		ino = 0;
+
+	if (sock_events == 0)
+		fd = -1;
+	if (fd >= 0)
+	{
+		if (fstat(fd, &st) == 0)
+			ino = st.st_ino;
+		else
+			fd = -1;			/* not a descriptor: wait on no socket */
+	}
+
+	if (wait_set != NULL && fd == wait_fd && (fd < 0 || ino == wait_ino))
+	{
+		if (fd >= 0 && sock_events != wait_sock_events)
+		{
+			ModifyWaitEvent(wait_set, wait_pos, sock_events, NULL);
+			wait_sock_events = sock_events;
+		}
+		return;
+	}
+
+	if (wait_set != NULL)
+		FreeWaitEventSet(wait_set);
+	wait_set = NULL;
+	wait_fd = -1;
+	wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+					  NULL, NULL);
+	if (fd >= 0)
+	{
+		wait_pos = AddWaitEventToSet(wait_set, sock_events, fd, NULL, NULL);
+		wait_fd = fd;
+		wait_ino = ino;
+		wait_sock_events = sock_events;
+	}
+}
+
+/*
+ * Hold back (on) or push out (off) what the client sends.  The client sets
+ * TCP_NODELAY and sends a request's length and its body with a send() each,
+ * so every request would leave as two TCP segments, each waking the server
+ * (and, on loopback, costing the sender the receiver's side of the stack
+ * too).  The worker corks the socket while the engine sends a turn's
+ * requests and uncorks it at the end of the turn: they leave together, in
+ * as few segments as their size allows.  Only the socket waited on in this
+ * turn is corked, and only while connected; nothing between the wait and
+ * the uncork opens a socket.
+ */
+static int	corked_fd = -1;
+
+void
+zk_session_cork(bool on)
+{
+	int			v = on ? 1 : 0;
+
+	if (on)
+	{
+		if (corked_fd >= 0 || wait_fd < 0 || !zk_session_connected())
+			return;
+		if (setsockopt(wait_fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v)) == 0)
+			corked_fd = wait_fd;
+	}
+	else if (corked_fd >= 0)
+	{
+		/* fails harmlessly if the client closed the socket meanwhile */
+		(void) setsockopt(corked_fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
+		corked_fd = -1;
+	}
+}
+
+/*
  * Wait for whatever the client or the worker needs (socket events, the
  * client's timeout, the next probe, our latch, the engine's timeout_ms, at
  * most a second) and let the client process it.  Returns after one wait,
@@ -782,7 +885,9 @@ zk_session_wait(long timeout_ms, const char **why)
 	int			interest = 0;
 	struct timeval tv = {1, 0};
 	long		timeout;
-	int			wl = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+	uint32		sock_events = 0;
+	WaitEvent	occurred[3];
+	int			nev;
 	int			rc;
 	int			io = 0;
 	TimestampTz now = GetCurrentTimestamp();
@@ -844,20 +949,44 @@ zk_session_wait(long timeout_ms, const char **why)
 	if (fd >= 0)
 	{
 		if (interest & ZOOKEEPER_READ)
-			wl |= WL_SOCKET_READABLE;
+			sock_events |= WL_SOCKET_READABLE;
 		if (interest & ZOOKEEPER_WRITE)
-			wl |= WL_SOCKET_WRITEABLE;
+			sock_events |= WL_SOCKET_WRITEABLE;
 	}
-	rc = WaitLatchOrSocket(MyLatch, wl, fd, timeout, PG_WAIT_EXTENSION);
-	if (rc & WL_SOCKET_READABLE)
-		io |= ZOOKEEPER_READ;
-	if (rc & WL_SOCKET_WRITEABLE)
-		io |= ZOOKEEPER_WRITE;
+	wait_set_prepare(fd, sock_events);
+	nev = WaitEventSetWait(wait_set, timeout, occurred, lengthof(occurred),
+						   PG_WAIT_EXTENSION);
+	for (int i = 0; i < nev; i++)
+	{
+		if (occurred[i].events & WL_SOCKET_READABLE)
+			io |= ZOOKEEPER_READ;
+		if (occurred[i].events & WL_SOCKET_WRITEABLE)
+			io |= ZOOKEEPER_WRITE;
+	}
 
 	/* no interrupt may end the process inside the client's callbacks */
 	HOLD_INTERRUPTS();
 	if (zk_zh)
-		(void) zookeeper_process(zk_zh, io);
+	{
+		rc = zookeeper_process(zk_zh, io);
+
+		/*
+		 * One zookeeper_process() reads at most one reply from the socket.
+		 * Take the others that are already there in this turn, instead of
+		 * a whole turn of the loop each: the engine then acts on all of
+		 * them at once.  Stop at anything that concerns the connection (the
+		 * client may have closed the socket).
+		 */
+		for (int n = 1; rc == ZOK && (io & ZOOKEEPER_READ) && n < MAX_REPLIES_PER_TURN &&
+			 zk_zh != NULL && !state_changed && lost_reason == NULL; n++)
+		{
+			int			avail = 0;
+
+			if (ioctl(fd, FIONREAD, &avail) != 0 || avail <= 0)
+				break;
+			rc = zookeeper_process(zk_zh, ZOOKEEPER_READ);
+		}
+	}
 	RESUME_INTERRUPTS();
 
 	/* act on what the callbacks noted */

@@ -7,9 +7,13 @@
  * This file owns the worker process: its signals, its wait loop and the
  * hand-off of queued requests to the engine.  One iteration of the loop:
  * wait on the latch, the ZooKeeper socket and the client's timeout (in
- * zk_session_wait, which also lets the client run its completions and
- * watchers), handle interrupts and configuration reloads, then advance
- * every entry backends have queued.
+ * zk_session_wait, which also lets the client read every reply already
+ * waiting and run their completions and watchers), handle interrupts and
+ * configuration reloads, then advance every entry backends have queued
+ * and act on the replies.  What the engine sends in a turn leaves
+ * together when the turn ends (zk_session_cork); what the socket cannot
+ * take at once the client keeps, and the next wait includes the socket
+ * becoming writable, so it is flushed as soon as it can be.
  *
  * The worker needs no database connection, so it starts with the
  * postmaster and runs on a hot standby too.  On exit it closes its session,
@@ -49,6 +53,8 @@ worker_exit(int code, Datum arg)
 {
 	/* no backend vouches for a node of this session from now on */
 	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
+	/* an ERROR may have left the socket corked: the close must go out now */
+	zk_session_cork(false);
 	zk_engine_exit();
 	zk_session_stop();
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
@@ -105,10 +111,14 @@ zk_worker_main(Datum arg)
 			zk_engine_reload();
 		}
 
+		/* what the engine sends in this turn leaves together (session.c) */
 		n = zk_take_queue(batch, batch_size);
+		if (n > 0 || zk_engine_pending())
+			zk_session_cork(true);
 		for (int i = 0; i < n; i++)
 			zk_engine_request(batch[i]);
 		zk_engine_run();
+		zk_session_cork(false);
 		MemoryContextReset(zk_turn_context);
 	}
 }
