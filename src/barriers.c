@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "holdings.h"
 #include "protocol.h"
 
 /*
@@ -89,21 +90,12 @@ zk_barrier_wait(PG_FUNCTION_ARGS)
 	TimestampTz deadline = 0;
 	int			flags = 0;
 	int64		result = 0;
+	int64		ms = zk_timeout_arg(fcinfo, 1);
 
-	if (!PG_ARGISNULL(1))
-	{
-		int32		ms = PG_GETARG_INT32(1);
-
-		if (ms < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("timeout_ms must not be negative"),
-					 errhint("Use NULL to wait without limit, 0 not to wait.")));
-		if (ms == 0)
-			flags |= ZKR_NOWAIT;
-		else
-			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
-	}
+	if (ms == 0)
+		flags |= ZKR_NOWAIT;
+	else if (ms != ZK_WAIT_FOREVER)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
 	PG_RETURN_BOOL(barrier_request(ZK_KIND_BARRIER_WAIT, name, flags, deadline,
 								   &result));
 }

@@ -20,23 +20,6 @@
 
 #include "holdings.h"
 
-/* The timeout argument: NULL means no limit; negative is an error. */
-static int64
-timeout_arg(FunctionCallInfo fcinfo, int argno)
-{
-	int32		ms;
-
-	if (PG_ARGISNULL(argno))
-		return ZK_WAIT_FOREVER;
-	ms = PG_GETARG_INT32(argno);
-	if (ms < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("timeout_ms must not be negative"),
-				 errhint("Use NULL to wait without limit, 0 not to wait.")));
-	return ms;
-}
-
 /*
  * zk_double_barrier_enter(name, members, timeout_ms): true once at least
  * "members" members have entered (this one included), false when
@@ -47,7 +30,7 @@ Datum
 zk_double_barrier_enter(PG_FUNCTION_ARGS)
 {
 	char	   *name = zk_name_arg(fcinfo, 0, "double barrier name");
-	int64		timeout = timeout_arg(fcinfo, 2);
+	int64		timeout = zk_timeout_arg(fcinfo, 2);
 	int32		members;
 
 	if (PG_ARGISNULL(1) || (members = PG_GETARG_INT32(1)) < 1)
@@ -67,7 +50,7 @@ Datum
 zk_double_barrier_leave(PG_FUNCTION_ARGS)
 {
 	char	   *name = zk_name_arg(fcinfo, 0, "double barrier name");
-	int64		timeout = timeout_arg(fcinfo, 1);
+	int64		timeout = zk_timeout_arg(fcinfo, 1);
 
 	PG_RETURN_BOOL(zk_hold_barrier_leave(name, timeout));
 }

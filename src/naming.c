@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
+#include "holdings.h"
 #include "nodename.h"
 #include "zklock.h"
 
@@ -158,6 +159,26 @@ zk_name_from_text(text *t, const char *what)
 		name = text_to_cstring(t);
 	zk_check_name(name, what);
 	return name;
+}
+
+/*
+ * Argument argno of a SQL function, a timeout in milliseconds: NULL means
+ * no limit (ZK_WAIT_FOREVER), 0 not to wait; negative is an error.
+ */
+int64
+zk_timeout_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int32		ms;
+
+	if (PG_ARGISNULL(argno))
+		return ZK_WAIT_FOREVER;
+	ms = PG_GETARG_INT32(argno);
+	if (ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout_ms must not be negative"),
+				 errhint("Use NULL to wait without limit, 0 not to wait.")));
+	return ms;
 }
 
 /*

@@ -25,23 +25,6 @@
 #include "holdings.h"
 #include "protocol.h"
 
-/* The timeout argument: NULL means no limit; negative is an error. */
-static int64
-timeout_arg(FunctionCallInfo fcinfo, int argno)
-{
-	int32		ms;
-
-	if (PG_ARGISNULL(argno))
-		return ZK_WAIT_FOREVER;
-	ms = PG_GETARG_INT32(argno);
-	if (ms < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("timeout_ms must not be negative"),
-				 errhint("Use NULL to wait without limit, 0 not to wait.")));
-	return ms;
-}
-
 /*
  * (name, timeout_ms), for the _try functions (name) alone, and since 1.1
  * (name, timeout_ms, revocable) for the lock family.
@@ -50,7 +33,7 @@ static Datum
 acquire(FunctionCallInfo fcinfo, ZkKind kind, bool xact)
 {
 	char	   *name = zk_name_arg(fcinfo, 0, "lock name");
-	int64		timeout = PG_NARGS() > 1 ? timeout_arg(fcinfo, 1) : 0;
+	int64		timeout = PG_NARGS() > 1 ? zk_timeout_arg(fcinfo, 1) : 0;
 	bool		revocable = false;
 
 	if (PG_NARGS() > 2)
@@ -144,7 +127,7 @@ semaphore_acquire(FunctionCallInfo fcinfo, bool xact, bool with_qty)
 					 errdetail("%d leases were asked of a semaphore of %d leases.",
 							   qty, max_leases)));
 	}
-	timeout = timeout_arg(fcinfo, with_qty ? 3 : 2);
+	timeout = zk_timeout_arg(fcinfo, with_qty ? 3 : 2);
 	if (!with_qty)
 		PG_RETURN_BOOL(zk_hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout,
 									   max_leases, false));
@@ -169,7 +152,7 @@ acquire_all(FunctionCallInfo fcinfo, bool xact)
 	bool	   *nulls;
 	int			n;
 	char	  **names;
-	int64		timeout = timeout_arg(fcinfo, 1);
+	int64		timeout = zk_timeout_arg(fcinfo, 1);
 
 	zk_check_preloaded();
 	if (PG_ARGISNULL(0))

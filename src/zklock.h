@@ -111,6 +111,7 @@ extern void zk_check_preloaded(void);
 extern void zk_check_name(const char *name, const char *what);
 extern char *zk_name_from_text(text *t, const char *what);
 extern char *zk_name_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int64 zk_timeout_arg(FunctionCallInfo fcinfo, int argno);
 extern bool zk_check_root(char **newval, void **extra, GucSource source);
 extern bool zk_check_groups(char **newval, void **extra, GucSource source);
 extern int	zk_path(char *buf, size_t size, const char *name, const char *suffix);
