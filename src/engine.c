@@ -1214,6 +1214,29 @@ zk_part_look_again(ZkPart *p)
  * An instance part lost its node (and what it held) while its session
  * lives on: forget the node and start over with a fresh one.
  */
+/*
+ * The create of our node found a parent gone (a reaped container, or the
+ * parents' creation refused): forget the parents we thought existed and
+ * fail the part if they cannot be made, or kept disappearing.  True when
+ * the driver may create again.
+ */
+bool
+zk_part_parent_gone(ZkPart *p)
+{
+	zk_parents_gone(p->parent);
+	p->phase = NODE_NONE;
+	if (p->parent_error != ZOK)
+		zk_part_fail(p, zk_refusal_errcode(p->parent_error),
+					 "ZooKeeper refused to create its parent nodes: %s.",
+					 zerror(p->parent_error));
+	else if (++p->parent_tries > MAX_PARENT_TRIES)
+		zk_part_fail(p, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+					 "Its parent node kept disappearing.");
+	else
+		return true;
+	return false;
+}
+
 static void
 restart_instance_part(ZkPart *p, const char *why)
 {
@@ -1568,17 +1591,7 @@ seq_result(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK)
 				zk_part_node_created(p, r->path, &r->stat);
 			else if (r->rc == ZNONODE)
-			{
-				zk_parents_gone(p->parent);
-				p->phase = NODE_NONE;
-				if (p->parent_error != ZOK)
-					zk_part_fail(p, zk_refusal_errcode(p->parent_error),
-								 "ZooKeeper refused to create its parent nodes: %s.",
-								 zerror(p->parent_error));
-				else if (++p->parent_tries > MAX_PARENT_TRIES)
-					zk_part_fail(p, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-								 "Its parent node kept disappearing.");
-			}
+				(void) zk_part_parent_gone(p);
 			else if (zk_is_connection_loss(r->rc))
 				p->phase = NODE_UNKNOWN;
 			else if (r->rc != ZCLOSING)

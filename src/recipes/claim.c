@@ -70,7 +70,6 @@
 #define CLAIM_FINALIZING 4		/* the multi is on its way */
 #define CLAIM_OVER		5		/* final, taken by someone else, or failed */
 
-#define MAX_CLAIM_PARENT_TRIES	10
 #define NONCE_LEN		16		/* hex digits */
 #define MAX_JOBS		10000
 #define MAX_REOPEN		10000
@@ -294,17 +293,8 @@ claim_step(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZNONODE)
 			{
 				/* a parent went (a reaped container): create them again */
-				zk_parents_gone(p->parent);
-				p->phase = NODE_NONE;
 				p->step = CLAIM_START;
-				if (p->parent_error != ZOK)
-					zk_part_fail(p, zk_refusal_errcode(p->parent_error),
-								 "ZooKeeper refused to create its parent nodes: %s.",
-								 zerror(p->parent_error));
-				else if (++p->parent_tries > MAX_CLAIM_PARENT_TRIES)
-					zk_part_fail(p, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-								 "Its parent node kept disappearing.");
-				else
+				if (zk_part_parent_gone(p))
 				{
 					p->need_eval = true;
 					pfree(p->extra);

@@ -76,9 +76,6 @@
 #define READY_NODE		"ready"
 #define UUID_LEN		36
 
-/* Give up re-creating reaped ancestors after this many tries. */
-#define MAX_PARENT_TRIES	10
-
 /* the driver's state of a part (ZkPart.extra) */
 typedef struct DbState
 {
@@ -421,17 +418,8 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZNONODE)
 			{
 				/* an ancestor was reaped after we made it: again */
-				zk_parents_gone(p->parent);
-				p->phase = NODE_NONE;
 				p->step = DB_START;
-				if (p->parent_error != ZOK)
-					zk_part_fail(p, zk_refusal_errcode(p->parent_error),
-								 "ZooKeeper refused to create its parent nodes: %s.",
-								 zerror(p->parent_error));
-				else if (++p->parent_tries > MAX_PARENT_TRIES)
-					zk_part_fail(p, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-								 "Its parent node kept disappearing.");
-				else
+				if (zk_part_parent_gone(p))
 					p->need_eval = true;
 			}
 			else if (lost)
