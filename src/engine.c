@@ -2019,7 +2019,7 @@ zk_engine_request(int id)
 	if (ask_state == ZK_ASK_PENDING && op->part && op->part->driver->ask)
 		op->part->driver->ask(op->part, id, ask);
 	else if (ask_state == ZK_ASK_PENDING)
-		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_T_R_SERIALIZATION_FAILURE,
 						   "Its ZooKeeper session ended.");
 }
 
