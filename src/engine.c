@@ -64,7 +64,6 @@
  */
 #include "postgres.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
@@ -1568,8 +1567,6 @@ revoke_requested(ZkPart *p)
 						zk_kind_name(p->driver->kind), p->name, pid),
 				 errdetail("It was acquired revocable, and its node \"%s/%s\" holds the revocation request.",
 						   p->parent, p->node)));
-		if (kill(pid, SIGINT) != 0)
-			elog(DEBUG1, "could not signal process %d: %m", pid);
 	}
 }
 

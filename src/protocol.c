@@ -32,6 +32,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -1040,21 +1042,35 @@ zk_set_node(int id, const char *node, const char *waiting_on)
 }
 
 /*
- * Note that someone asked the holder of an entry to let go.  Returns the
- * pid of its owner if the owner asked to be interrupted then
- * (ZKR_REVOCABLE) and still holds it, else 0.
+ * Note that someone asked the holder of an entry to let go, and interrupt
+ * (SIGINT) its owner if it asked for that (ZKR_REVOCABLE) and still holds
+ * it.  Returns the pid interrupted, else 0.
  */
 int
 zk_set_revoke_requested(int id)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 	int			pid = 0;
+	int			kill_errno = 0;
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	e->revoke_requested = true;
 	if ((e->flags & ZKR_REVOCABLE) && !e->released && e->state == ZKE_HELD)
+	{
+		/*
+		 * Signalled under the lock, so that the owner cannot have released
+		 * the entry (and started something else) in between.
+		 */
 		pid = e->owner_pid;
+		if (kill(pid, SIGINT) != 0)
+			kill_errno = errno;
+	}
 	LWLockRelease(zk_shared->lock);
+	if (kill_errno != 0)
+	{
+		errno = kill_errno;
+		elog(DEBUG1, "could not signal process %d: %m", pid);
+	}
 	return pid;
 }
 
