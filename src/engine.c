@@ -1914,7 +1914,8 @@ new_request(int id)
 		if (o)
 			p = o->part;
 		if (p && p->dropping && (p->phase == NODE_DELETING || p->last_calls))
-			p = NULL;			/* too late to keep: its delete is sent */
+			p = NULL;			/* too late to keep: its delete, or its last
+								 * calls, are sent */
 		if (p == NULL)
 		{
 			p = new_part(d, e->name);
