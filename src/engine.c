@@ -1745,6 +1745,13 @@ advance(ZkPart *p)
 		switch (p->phase)
 		{
 			case NODE_NONE:
+				if (d->dropped && !p->last_calls && zk_connected())
+				{
+					p->last_calls = true;
+					d->dropped(p);
+					if (p->inflight > 0)
+						return;	/* freed once they are answered */
+				}
 				free_part(p);
 				return;
 			case NODE_CREATING:
@@ -1935,8 +1942,9 @@ new_request(int id)
 
 		if (o)
 			p = o->part;
-		if (p && p->dropping && p->phase == NODE_DELETING)
-			p = NULL;			/* too late to keep: its delete is sent */
+		if (p && p->dropping && (p->phase == NODE_DELETING || p->last_calls))
+			p = NULL;			/* too late to keep: its delete, or its last
+								 * calls, are sent */
 		if (p == NULL)
 		{
 			p = new_part(d, e->name);

@@ -112,6 +112,7 @@ struct ZkPart
 	bool		evaluated;		/* decided at least once */
 	bool		holds;			/* our node holds the recipe */
 	bool		dropping;		/* to be deleted once nothing needs it */
+	bool		last_calls;		/* the driver's dropped() has run */
 	bool		dead;			/* to be freed once no call refers to it */
 
 	/* the entries it serves (ZkOp links), holders and waiters in order */
@@ -206,6 +207,15 @@ struct ZkDriver
 
 	/* A watch the part relied on fired; it looks again next. */
 	void		(*fired) (ZkPart *p);
+
+	/*
+	 * The part is being dropped (its entries gone), our node is gone, and
+	 * the session is connected: the driver may send its last calls, whose
+	 * answers come to step() (with dropping set); the part is freed once
+	 * they are answered.  Runs at most once per part, and not when the
+	 * session ends first (the engine then frees the part at once).
+	 */
+	void		(*dropped) (ZkPart *p);
 
 	/*
 	 * Drivers that keep parts of the instance itself (the leader latch):

@@ -25,14 +25,26 @@
  *			"ready" (NONODE is fine), which resets the barrier for another
  *			round.
  *
+ * A leave that ends without completing (its timeout passed, timeout 0
+ * found a member it would wait for, or it was cancelled) deletes "ready"
+ * (NONODE is fine), as Curator's does when its time is up: with timeout
+ * 0 before it answers, otherwise once the holder has given the entry up.
+ *
  * Two deliberate differences, both only in when our caller returns, never
  * in what nodes exist: Curator 5.4 returns from leave when, its own node
  * deleted, exactly one other member is left; we wait for that one too, as
  * ZooKeeper's recipe says ("leave returns once all have left").  And an
  * enter that times out, is cancelled, or a leave that does, gives its
  * entry up, so the engine deletes our node (Curator keeps it after an
- * enter timeout, and deletes "ready" after a leave timeout; we leave
- * "ready" to the member that completes leaving).
+ * enter timeout, and after a leave timeout when ours is the lowest).
+ *
+ * One addition, so that "ready" does not outlive every member (which
+ * would let the next round's first member through alone): when a
+ * membership ends otherwise (DISCARD ALL, backend exit, an error, an
+ * enter given up), the part's last calls (dropped(), once the engine has
+ * deleted our node, while the session lives) list the barrier's children
+ * and delete "ready" if no member node is left.  A membership lost with
+ * the ZooKeeper session makes no such calls (as a Curator member's).
  *
  * The part serves one backend's membership: it is granted (the entry
  * HELD) on entering and stays until the backend gives the entry up after
@@ -61,6 +73,8 @@
 #define T_LEAVE_WATCH	7		/* exists with a watch on the node awaited */
 #define T_LEAVE_DEL_OWN 8		/* delete of our node while leaving */
 #define T_DEL_READY		9		/* delete of "ready" once all have left */
+#define T_GONE_LIST		10		/* listing of the members, our node gone */
+#define T_GONE_READY	11		/* delete of "ready" on the way out */
 
 /* where a member is (ZkPart.step) */
 #define DB_START		0		/* create our node */
@@ -70,8 +84,10 @@
 #define DB_WAITING		4		/* waiting for "ready" */
 #define DB_IN			5		/* entered: granted */
 #define DB_LEAVING		6		/* leaving */
-#define DB_LEFT			7		/* all have left: deleting "ready" */
-#define DB_OVER			8		/* answered: nothing more to do */
+#define DB_LEFT			7		/* all have left, or the leave gives up:
+								 * deleting "ready" */
+#define DB_OVER			8		/* answered */
+#define DB_GONE			9		/* dropped: the last calls */
 
 #define READY_NODE		"ready"
 #define UUID_LEN		36
@@ -83,6 +99,9 @@ typedef struct DbState
 	bool		nowait;			/* leave: answer WOULD_BLOCK, do not wait */
 	bool		own_deleted;	/* leave: our node's delete was sent */
 	bool		finishing;		/* leave: that delete is the last step */
+	bool		gave_up;		/* leave: ends without completing */
+	bool		had_node;		/* our node was created */
+	bool		settled;		/* a leave deleted "ready" and answered */
 } DbState;
 
 static DbState *
@@ -106,6 +125,14 @@ own_node_gone(ZkPart *p)
 	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 	p->phase = NODE_NONE;
+}
+
+/* Our node exists (created, or found after a lost reply). */
+static void
+own_node_created(ZkPart *p, const ZkResult *r)
+{
+	zk_part_node_created(p, r->path, &r->stat);
+	state_of(p)->had_node = true;
 }
 
 /* A refusal of ZooKeeper while entering fails the request. */
@@ -223,7 +250,10 @@ leave_list(ZkPart *p)
 	zk_call_list(p, T_LEAVE_LIST, p->parent, false);
 }
 
-/* All have left: delete "ready". */
+/*
+ * All have left, or the leave gives up (gave_up): delete "ready", then
+ * answer.
+ */
 static void
 leave_finish(ZkPart *p)
 {
@@ -323,6 +353,7 @@ dbarrier_ask(ZkPart *p, int id, ZkAsk ask)
 	st->nowait = (ask == ZK_ASK_LEAVE_NOWAIT);
 	st->own_deleted = false;
 	st->finishing = false;
+	st->gave_up = false;
 	p->step = DB_LEAVING;
 	if (zk_connected() && p->inflight == 0)
 	{
@@ -404,7 +435,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 		case T_CREATE:
 			if (r->rc == ZOK)
 			{
-				zk_part_node_created(p, r->path, &r->stat);
+				own_node_created(p, r);
 				if (p->dropping)
 					break;		/* the engine deletes it */
 				if (st->ready_existed)
@@ -438,7 +469,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 		case T_CHECK:
 			if (r->rc == ZOK && r->has_stat && zk_is_ours(&r->stat))
 			{
-				zk_part_node_created(p, r->path, &r->stat);
+				own_node_created(p, r);
 				if (!p->dropping)
 					enter_look(p);
 			}
@@ -523,14 +554,15 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 				break;
 			if (r->rc == ZOK)
 			{
-				/* it is there: wait for its watch, unless we must not */
+				/*
+				 * It is there: wait for its watch, unless we must not; then
+				 * the leave ends without completing and deletes "ready"
+				 * first, as Curator's does when its time is up.
+				 */
 				if (st->nowait)
 				{
-					int			id = zk_part_entry(p);
-
-					p->step = DB_OVER;
-					if (id >= 0)
-						zk_set_ask_outcome(id, ZK_ASK_WOULD_BLOCK, 0, NULL);
+					st->gave_up = true;
+					leave_finish(p);
 				}
 			}
 			else if (r->rc == ZNONODE)
@@ -580,10 +612,77 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 							(errmsg("zklock could not delete node \"%s\": %s",
 									r->path, zerror(r->rc))));
 				p->step = DB_OVER;
+				st->settled = true;
 				if (id >= 0)
-					zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
+					zk_set_ask_outcome(id,
+									   st->gave_up ? ZK_ASK_WOULD_BLOCK : ZK_ASK_DONE,
+									   0, NULL);
 			}
 			break;
+
+		case T_GONE_LIST:
+			if (p->step != DB_GONE)
+				break;
+			if (r->rc == ZOK)
+			{
+				bool		ready = false;
+				bool		members = false;
+
+				for (int i = 0; i < r->nchildren; i++)
+				{
+					if (strcmp(r->children[i], READY_NODE) == 0)
+						ready = true;
+					else
+						members = true;
+				}
+				if (ready && !members)
+				{
+					/* "ready" outlived every member: the round is over */
+					child_path(p, READY_NODE, path, sizeof(path));
+					zk_call_delete(p, T_GONE_READY, path, -1);
+				}
+			}
+			else if (r->rc != ZNONODE && !lost)
+				ereport(LOG,
+						(errmsg("zklock could not list the members of double barrier \"%s\": %s",
+								p->name, zerror(r->rc))));
+			break;
+
+		case T_GONE_READY:
+			if (r->rc != ZOK && r->rc != ZNONODE && !lost)
+				ereport(LOG,
+						(errmsg("zklock could not delete node \"%s\": %s",
+								r->path, zerror(r->rc))));
+			break;
+	}
+}
+
+/*
+ * The membership ended (the holder gave its entry up: after leaving, or
+ * a leave or enter that timed out or was cancelled, DISCARD ALL, backend
+ * exit, an error), our node is gone and the session lives: the last
+ * calls, so that "ready" does not outlive every member.
+ */
+static void
+dbarrier_dropped(ZkPart *p)
+{
+	DbState    *st = state_of(p);
+	char		path[ZK_PATH_MAX];
+
+	if (st->settled || !st->had_node)
+		return;					/* done already, or never a member */
+	if (p->step == DB_LEAVING || p->step == DB_LEFT)
+	{
+		/* a leave given up: as Curator's timed-out leave, delete "ready" */
+		p->step = DB_GONE;
+		child_path(p, READY_NODE, path, sizeof(path));
+		zk_call_delete(p, T_GONE_READY, path, -1);
+	}
+	else
+	{
+		/* any other end: delete "ready" only if no member is left */
+		p->step = DB_GONE;
+		zk_call_list(p, T_GONE_LIST, p->parent, false);
 	}
 }
 
@@ -593,4 +692,5 @@ const ZkDriver zk_double_barrier_driver = {
 	.form = ZK_FORM_NONE,
 	.step = dbarrier_step,
 	.ask = dbarrier_ask,
+	.dropped = dbarrier_dropped,
 };

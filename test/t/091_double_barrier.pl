@@ -6,6 +6,10 @@
 #    whoever (SQL or Curator) comes first or last; a member whose backend
 #    is terminated leaves with it; a timed-out, cancelled or
 #    statement/lock-timed-out enter or leave leaves no member node behind;
+#    a leave that ends without completing deletes "ready" (as Curator's
+#    when its time is up), and so does the last membership to end without
+#    leaving (DISCARD ALL, backend exit), so that "ready" never outlives
+#    every member and lets the next round's first member through alone;
 #    an instance that loses its ZooKeeper session (its worker paused past
 #    the session timeout) loses its memberships, and an enter still
 #    waiting starts over in the next session.
@@ -281,9 +285,12 @@ ok(members_become('db/lt', 1), "Curator's member node exists");
 is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 2)"), 't',
 	'zklock enters beside Curator');
 is($curator->answer('c3'), 'ok', 'Curator entered');
+ok(ready_exists('db/lt'), '"ready" exists');
 is($sa->query_ok("SELECT zk_double_barrier_leave('db/lt', 300)"), 'f',
 	'a leave with a timeout returns false while Curator is inside');
 ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
+ok(poll_until(sub { !ready_exists('db/lt') }),
+	'the timed-out leave deleted "ready", as Curator\'s does');
 ($out, $err) = $sa->query("SELECT zk_double_barrier_leave('db/lt', 0)");
 is(sqlstate($err), '55000', 'the session is no member any more');
 is($curator->ask(c3 => 'dbarrier-leave -1'), 'ok',
@@ -302,6 +309,8 @@ is($pa->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $sa->pid . ')'),
 ($out, $err) = $sa->result;
 is(sqlstate($err), '57014', 'the leave ends with SQLSTATE 57014');
 ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
+ok(poll_until(sub { !ready_exists('db/lt') }),
+	'the cancelled leave deleted "ready"');
 $sa->query_ok("SET lock_timeout = '500ms'");
 is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 1)"), 't',
 	'zklock enters a third time (a barrier of one: at once)');
@@ -309,9 +318,64 @@ is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 1)"), 't',
 is(sqlstate($err), '55P03', 'lock_timeout ends a leave with 55P03');
 $sa->query_ok("RESET lock_timeout");
 ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
+ok(poll_until(sub { !ready_exists('db/lt') }),
+	'the leave ended by lock_timeout deleted "ready"');
 is($curator->ask(c3 => 'dbarrier-leave -1'), 'ok', 'Curator leaves');
 ok(barrier_empty('db/lt'), 'nothing is left of the barrier');
 
+# ---------------------------------------------------------------------------
+note 'no member completes leaving: "ready" does not outlive the members';
+
+# A (instance A) leaves without waiting while B (instance B) is inside: as
+# Curator's leave when its time is up, it deletes "ready" before it
+# answers.  B then ends its membership with DISCARD ALL.
+my $s2 = ZkLockTest::Session->new($pa);
+start_waiting($pa, $s2, "SELECT zk_double_barrier_enter('db/stale', 2)",
+	'A (1 of 2) entering');
+ok(members_become('db/stale', 1), "A's member node exists");
+is($sb->query_ok("SELECT zk_double_barrier_enter('db/stale', 2)"), 't',
+	'B enters');
+is($s2->result, 't', 'A enters');
+ok(ready_exists('db/stale'), '"ready" exists');
+is($s2->query_ok("SELECT zk_double_barrier_leave('db/stale', 0)"), 'f',
+	'A leaves without waiting (B is inside): false');
+ok(!ready_exists('db/stale'), 'A deleted "ready" before it answered');
+ok(members_become('db/stale', 1), "A's member node is gone, B's stays");
+$sb->query_ok('DISCARD ALL');
+ok(barrier_empty('db/stale'),
+	'B ends its membership with DISCARD ALL: nothing is left');
+is($s2->query_ok("SELECT zk_double_barrier_enter('db/stale', 2, 0)"), 'f',
+	'the next round does not let one member of two through');
+ok(barrier_empty('db/stale'), 'nothing is left of the barrier');
+
+# Neither leaves: A ends its membership with DISCARD ALL ("ready" stays
+# for B, still inside), then B's backend exits: B's instance, finding no
+# member node left, deletes "ready".
+my $sb2 = ZkLockTest::Session->new($pb);
+start_waiting($pa, $s2, "SELECT zk_double_barrier_enter('db/stale', 2)",
+	'A (1 of 2) entering again');
+ok(members_become('db/stale', 1), "A's member node exists");
+is($sb2->query_ok("SELECT zk_double_barrier_enter('db/stale', 2)"), 't',
+	'B enters');
+is($s2->result, 't', 'A enters');
+$s2->query_ok('DISCARD ALL');
+ok(members_become('db/stale', 1), "A's member node is gone, B's stays");
+ok(ready_exists('db/stale'), '"ready" stays while B is inside');
+my $sb2_pid = $sb2->pid;
+$sb2->quit;
+ok( poll_until(
+		sub {
+			$pb->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE pid = $sb2_pid")
+			  eq '0';
+		}),
+	"B's backend exits");
+ok(barrier_empty('db/stale'),
+	'no member node is left, and neither is "ready"');
+is($s2->query_ok("SELECT zk_double_barrier_enter('db/stale', 2, 0)"), 'f',
+	'the next round does not let one member of two through');
+ok(barrier_empty('db/stale'), 'nothing is left of the barrier');
+$s2->quit;
 
 # ---------------------------------------------------------------------------
 note 'an instance that loses its ZooKeeper session leaves with it';
