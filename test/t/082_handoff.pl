@@ -14,6 +14,10 @@
 #      before it are served and at most zklock.handoff_limit later requests
 #      of the instance have overtaken it (instance A: limit 3, time 60 s),
 #      or, with zklock.handoff_time = 0, none (instance B: limit 1000).
+#    - Retention (zklock.retain_time): a released node is kept for the
+#      instance's next request, which gets it back without a new node; a
+#      no-wait attempt elsewhere finds it taken; a waiting contender
+#      elsewhere ends the retention at once.
 #    - Fencing tokens strictly increase in grant order across both instances,
 #      local grants included: token = czxid * 1024 + grants before it on
 #      that node.
@@ -438,6 +442,51 @@ note 'fencing tokens strictly increase in grant order across instances';
 	my @remote = grep { $_->[2] =~ /:(A|B)$/ } @all;
 	is(scalar @remote, 2, 'both instances\' contenders are in the history');
 }
+
+# ===========================================================================
+note 'retention: a released node kept for the instance, given up at once when anyone queues';
+# ===========================================================================
+# zklock.retain_time = 10s (its maximum) on A, so that a retention that is
+# not given up would show as a wait beyond the contender's timeout (5 s).
+$na->append_conf('postgresql.conf', "zklock.retain_time = '10s'");
+$na->reload;
+my $ra = session($na);
+my $rb = session($nb);
+# Once A's worker has the setting, a release keeps the node and the next
+# acquire of the instance is granted on it: its token is not the node's
+# first (token % 1024 > 0).
+my $rtoken;
+ok( poll_until(
+		sub {
+			$ra->query_ok("SELECT zk_lock_acquire('ret', 5000)") eq 't' or return 0;
+			$rtoken = $ra->query_ok("SELECT zk_lock_token('ret')");
+			$ra->query_ok("SELECT zk_lock_release('ret')");
+			return $rtoken % 1024 > 0;
+		}),
+	'A gets its released node back without a new one');
+my @kept = children('ret');
+is(scalar @kept, 1, 'the released node stays in ZooKeeper');
+is($ra->query_ok("SELECT zk_lock_acquire('ret', 5000)"), 't',
+	'A acquires again');
+cmp_ok($ra->query_ok("SELECT zk_lock_token('ret')"), '>', $rtoken,
+	'on the same node, with a larger token');
+is_deeply([ children('ret') ], \@kept, 'still the one node');
+is($ra->query_ok("SELECT zk_lock_release('ret')"), 't', 'A releases');
+is($rb->query_ok("SELECT zk_lock_try('ret')"), 'f',
+	'a no-wait attempt on B finds the kept node taken');
+is($rb->query_ok("SELECT zk_lock_acquire('ret', 5000)"), 't',
+	'a waiting acquire on B is granted before the 10 s retention ends');
+my @now = children('ret');
+ok(@now == 1 && $now[0] ne $kept[0], 'A gave its node up; B holds its own');
+cmp_ok($rb->query_ok("SELECT zk_lock_token('ret')"), '>', $rtoken,
+	"B's token is larger than A's");
+is($rb->query_ok("SELECT zk_lock_release('ret')"), 't', 'B releases');
+$na->append_conf('postgresql.conf', "zklock.retain_time = '10ms'");
+$na->reload;
+ok( poll_until(
+		sub { $ra->query_ok('SHOW zklock.retain_time') eq '10ms' }),
+	'A back to the default retention');
+$_->quit foreach ($ra, $rb);
 
 # ===========================================================================
 note 'nothing left behind';
