@@ -16,8 +16,10 @@
  * read and write lock, and Kazoo's lock nodes: recipes/lock.c) tells which
  * participants hold (the first one if it is exclusive, else every reader
  * before the first exclusive one), and one setData per holder.  A holder
- * that is gone by then (NONODE) was not asked, as in Curator.  The result
- * is how many holders were asked.  Nothing is deleted: whether a holder
+ * that is gone by then (NONODE) was not asked, as in Curator, nor one whose
+ * node refuses the write (its ACL): that is logged, and fails the request
+ * only when no holder could be asked.  The result is how many holders were
+ * asked.  Nothing is deleted: whether a holder
  * lets go is up to it.
  *
  * A connection lost meanwhile starts the request over once connected
@@ -55,6 +57,7 @@ revoke_step(ZkPart *p, const ZkResult *r)
 	{
 		p->step = 0;			/* setData calls out */
 		p->count = 0;			/* holders asked */
+		p->arg = 0;				/* the first refusal of a setData */
 		zk_call_list(p, T_REVOKE_LIST, p->parent, false);
 		return;
 	}
@@ -97,13 +100,31 @@ revoke_step(ZkPart *p, const ZkResult *r)
 		case T_REVOKE_SET:
 			if (r->rc == ZOK)
 				p->count++;
-			else if (r->rc != ZNONODE)
+			else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
 			{
-				/* NONODE: that holder let go meanwhile */
 				revoke_failed(p, r, "write the revocation request");
 				return;
 			}
-			if (--p->step == 0)
+			else if (r->rc != ZNONODE)
+			{
+				/*
+				 * NONODE: that holder let go meanwhile.  Another refusal
+				 * (a node whose ACL does not let us write) leaves that
+				 * holder unasked; the others still are.
+				 */
+				ereport(LOG,
+						(errmsg("zklock could not ask the holder of node \"%s\" to let go: %s",
+								r->path, zerror(r->rc))));
+				if (p->arg == 0)
+					p->arg = r->rc;
+			}
+			if (--p->step > 0)
+				return;
+			if (p->count == 0 && p->arg != 0)
+				zk_part_fail(p, zk_refusal_errcode(p->arg),
+							 "ZooKeeper refused to write the revocation request: %s.",
+							 zerror(p->arg));
+			else
 				zk_part_done(p, p->count);
 			return;
 	}

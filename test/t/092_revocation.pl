@@ -267,6 +267,31 @@ is($sa->query_ok("SELECT zk_rwlock_read_release('rev/rw')"), 't',
 	'A lets go');
 is($curator->ask(r1 => 'read-release'), 'ok', 'Curator lets go');
 
+note 'a holder whose node refuses the write is not asked; the others are';
+my $ro = ZkLockTest::zk_python($zk, q{
+	from kazoo.security import make_acl
+	zk.ensure_path(args[0])
+	print(zk.create(args[0] + '/_c_00000000-0000-0000-0000-000000000000-__READ__',
+		b'read-only', acl=[make_acl('world', 'anyone', read=True)],
+		sequence=True), end='')
+}, '/zklock/rev/acl');
+like($ro, qr{__READ__\d{10}$}, 'a reader node nobody may write, first in line');
+is($sa->query_ok("SELECT zk_rwlock_read('rev/acl')"), 't', 'A reads beside it');
+my $acl_logstart = -s $pb->logfile;
+is($sb->query_ok("SELECT zk_lock_revoke('rev/acl')"), '1',
+	'one holder asked: A, not the read-only node');
+like(substr(slurp_file($pb->logfile), $acl_logstart),
+	qr/could not ask the holder of node "\Q$ro\E" to let go: not authenticated/,
+	'the refusal is logged');
+is(query_becomes($sa, "SELECT zk_lock_revocation_requested('rev/acl')", 't'),
+	't', 'A hears of it');
+is($sa->query_ok("SELECT zk_rwlock_read_release('rev/acl')"), 't',
+	'A lets go');
+my ($out_ro, $err_ro) = $sb->query("SELECT zk_lock_revoke('rev/acl')");
+is(sqlstate($err_ro), '42501',
+	'with only the read-only node holding, the revocation fails (42501)');
+ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, $ro);
+
 # ---------------------------------------------------------------------------
 note "the holder's data watch also sees its node deleted by someone else";
 
