@@ -18,7 +18,6 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "holdings.h"
 #include "protocol.h"
 
 /*
@@ -87,15 +86,10 @@ Datum
 zk_barrier_wait(PG_FUNCTION_ARGS)
 {
 	char	   *name = zk_name_arg(fcinfo, 0, "barrier name");
-	TimestampTz deadline = 0;
-	int			flags = 0;
 	int64		result = 0;
 	int64		ms = zk_timeout_arg(fcinfo, 1);
 
-	if (ms == 0)
-		flags |= ZKR_NOWAIT;
-	else if (ms != ZK_WAIT_FOREVER)
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
-	PG_RETURN_BOOL(barrier_request(ZK_KIND_BARRIER_WAIT, name, flags, deadline,
+	PG_RETURN_BOOL(barrier_request(ZK_KIND_BARRIER_WAIT, name,
+								   ms == 0 ? ZKR_NOWAIT : 0, zk_deadline(ms),
 								   &result));
 }

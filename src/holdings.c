@@ -534,9 +534,7 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	int		   *ids = &id;
 	uint32	   *gens = &gen;
 
-	if (timeout_ms > 0)
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   timeout_ms);
+	deadline = zk_deadline(timeout_ms);
 	if (timeout_ms == 0)
 		flags |= ZKR_NOWAIT;
 
@@ -668,9 +666,7 @@ zk_hold_acquire_all(char **names, int n, bool xact, int64 timeout_ms)
 		if (u == 0 || strcmp(names[i], names[u - 1]) != 0)
 			names[u++] = names[i];
 
-	if (timeout_ms > 0)
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   timeout_ms);
+	deadline = zk_deadline(timeout_ms);
 	PG_TRY();
 	{
 		while (taken < u)
@@ -1193,9 +1189,7 @@ zk_hold_barrier_enter(const char *name, int32 members, int64 timeout_ms)
 		forget_member(m);
 	}
 
-	if (timeout_ms > 0)
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   timeout_ms);
+	deadline = zk_deadline(timeout_ms);
 	if (timeout_ms == 0)
 		flags |= ZKR_NOWAIT;
 	state = take_node(ZK_KIND_DOUBLE_BARRIER, name, flags, 0, deadline, members,
@@ -1261,9 +1255,7 @@ zk_hold_barrier_leave(const char *name, int64 timeout_ms)
 				 errdetail("Its member node went with the session, so the other members may have gone on without this session.")));
 	}
 
-	if (timeout_ms > 0)
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   timeout_ms);
+	deadline = zk_deadline(timeout_ms);
 	PG_TRY();
 	{
 		state = zk_ask_wait(m->id, m->generation,

@@ -503,6 +503,19 @@ zk_sleep(long wait_ms)
 }
 
 /*
+ * The deadline of a wait of timeout_ms milliseconds from now, for
+ * zk_wait(): 0 (none) when timeout_ms is 0 (not waiting: ZKR_NOWAIT) or
+ * negative (ZK_WAIT_FOREVER).
+ */
+TimestampTz
+zk_deadline(int64 timeout_ms)
+{
+	if (timeout_ms <= 0)
+		return 0;
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+}
+
+/*
  * Wait for the outcome of a request until the deadline (0: none).
  *
  * Returns

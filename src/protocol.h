@@ -190,6 +190,7 @@ typedef struct ZkRequest
 } ZkRequest;
 
 extern int	zk_request(const ZkRequest *req, uint32 *generation);
+extern TimestampTz zk_deadline(int64 timeout_ms);
 extern ZkEntryState zk_wait(int id, uint32 generation, TimestampTz deadline);
 extern void zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline);
 extern ZkAskState zk_ask_wait(int id, uint32 generation, ZkAsk ask,
