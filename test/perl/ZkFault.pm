@@ -47,7 +47,7 @@ our @EXPORT_OK = qw(
   sqlstate zk_status_of poll_status signal_process process_state
   wait_process_state zk_tree zk_lock_nodes zk_exists children_become
   zk_restart_node zk_wait_serving zk_session_alive zk_watch_count
-  zk_mntr rss_kb poll_session wait_waiting);
+  zk_mntr rss_kb poll_session wait_waiting zk_watchers zklock_sessions);
 
 =pod
 
@@ -342,6 +342,55 @@ sub zk_watch_count
 	my $out = $zk->four($i, 'wchs');
 	croak "no answer to wchs from node $i" unless $out =~ /Total watches:\s*(\d+)/;
 	return $1;
+}
+
+=pod
+
+=item zk_watchers($zk, $i)
+
+The watches C<wchp> of node C<$i> lists (data and exists watches): a list of
+C<[path, session]> pairs, the session in lower-case hex without C<0x>
+and leading zeros.
+
+=item zklock_sessions(@nodes)
+
+The ZooKeeper sessions of the zklock workers of the PostgreSQL instances
+C<@nodes> once connected, as a hash reference keyed like the sessions of
+zk_watchers.
+
+=cut
+
+sub _hexid { my ($id) = @_; $id =~ s/^0x0*//i; return lc $id; }
+
+sub zk_watchers
+{
+	my ($zk, $i) = @_;
+	my ($cur, @w) = ('');
+	foreach my $line (split /\n/, $zk->four($i, 'wchp'))
+	{
+		if ($line =~ m{^(/\S*)$})
+		{
+			$cur = $1;
+		}
+		elsif ($line =~ /^\s+(0x[0-9a-f]+)$/i)
+		{
+			push @w, [ $cur, _hexid($1) ];
+		}
+	}
+	return @w;
+}
+
+sub zklock_sessions
+{
+	my (@nodes) = @_;
+	my %s;
+	foreach my $node (@nodes)
+	{
+		my $st = poll_status($node,
+			sub { $_[0]{state} eq 'connected' && $_[0]{session_id} ne '' });
+		$s{ _hexid($st->{session_id}) } = 1 if $st;
+	}
+	return \%s;
 }
 
 sub zk_mntr

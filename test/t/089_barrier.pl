@@ -43,33 +43,19 @@ sub watches_become
 	return poll_until(sub { watches() == $want });
 }
 
-# The sessions of the two instances' workers, as wchp prints them.
-sub hexid { my ($id) = @_; $id =~ s/^0x0*//i; return lc $id; }
-my %zklock_session;
-foreach my $node ($pa, $pb)
-{
-	my $st = ZkFault::poll_status($node,
-		sub { $_[0]{state} eq 'connected' && $_[0]{session_id} ne '' });
-	$zklock_session{ hexid($st->{session_id}) } = 1 if $st;
-}
-is(scalar keys %zklock_session, 2, 'both instances have a session');
+my $zklock_session = ZkFault::zklock_sessions($pa, $pb);
+is(scalar keys %$zklock_session, 2, 'both instances have a session');
 
 # Sessions with a data (or exists) watch on $path, split into zklock's and
 # the others' (Curator's): (zklock count, others count).
 sub watchers_of
 {
 	my ($path) = @_;
-	my ($cur, $mine, $others) = ('', 0, 0);
-	foreach my $line (split /\n/, $zk->four(1, 'wchp'))
+	my ($mine, $others) = (0, 0);
+	foreach my $w (ZkFault::zk_watchers($zk, 1))
 	{
-		if ($line =~ m{^(/\S*)$})
-		{
-			$cur = $1;
-		}
-		elsif ($line =~ /^\s+(0x[0-9a-f]+)$/i && $cur eq $path)
-		{
-			$zklock_session{ hexid($1) } ? $mine++ : $others++;
-		}
+		next unless $w->[0] eq $path;
+		$zklock_session->{ $w->[1] } ? $mine++ : $others++;
 	}
 	return ($mine, $others);
 }

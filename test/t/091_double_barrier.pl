@@ -60,37 +60,18 @@ sub ready_exists
 	return zk_exists($zk, "/zklock/$name/ready");
 }
 
-# The zklock worker sessions, as wchp prints them.
-sub hexid { my ($id) = @_; $id =~ s/^0x0*//i; return lc $id; }
-my %zklock_session;
-foreach my $node ($pa, $pb)
-{
-	my $st = ZkFault::poll_status($node,
-		sub { $_[0]{state} eq 'connected' && $_[0]{session_id} ne '' });
-	$zklock_session{ hexid($st->{session_id}) } = 1 if $st;
-}
-is(scalar keys %zklock_session, 2, 'both instances have a session');
+my $zklock_session = ZkFault::zklock_sessions($pa, $pb);
+is(scalar keys %$zklock_session, 2, 'both instances have a session');
 
 # Watches on nodes below $path of zklock's sessions ($zklock true) or of
 # the others (Curator's).
 sub watches_below
 {
 	my ($path, $zklock) = @_;
-	my ($cur, $n) = ('', 0);
-	foreach my $line (split /\n/, $zk->four(1, 'wchp'))
-	{
-		if ($line =~ m{^(/\S*)$})
-		{
-			$cur = $1;
-		}
-		elsif ($line =~ /^\s+(0x[0-9a-f]+)$/i
-			&& index($cur, "$path/") == 0
-			&& ($zklock_session{ hexid($1) } ? 1 : 0) == ($zklock ? 1 : 0))
-		{
-			$n++;
-		}
-	}
-	return $n;
+	return scalar grep {
+		index($_->[0], "$path/") == 0
+		  && ($zklock_session->{ $_->[1] } ? 1 : 0) == ($zklock ? 1 : 0)
+	} ZkFault::zk_watchers($zk, 1);
 }
 
 sub curator_watches_below { return watches_below($_[0], 0); }
