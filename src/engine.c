@@ -113,6 +113,8 @@ typedef struct ZkOp
 	dlist_node	link;			/* in part's holders or waiters */
 	bool		holder;
 	bool		queued_local;	/* shown as queued behind its part's node */
+	ZkPart	   *leaving;		/* on that part's leaving list (link) */
+	bool		freeing;		/* released: free the entry once settled */
 } ZkOp;
 
 /* A call sent and not yet processed. */
@@ -997,6 +999,51 @@ attach(ZkPart *p, int id)
 }
 
 /*
+ * Is the part's node still in ZooKeeper on behalf of entries done with it?
+ * Not once the node is gone, nor while the part keeps it for entries it
+ * still serves (the lock then has a new holder or waiter) or retains it
+ * (zklock.retain_time, whose README text says so).
+ */
+static bool
+node_pending(ZkPart *p)
+{
+	return p->dropping && !p->dead && p->phase != NODE_NONE;
+}
+
+/*
+ * Put an entry done with part p on its leaving list: released ones are
+ * freed (and their backend woken, see zk_free_entry) only when the node is
+ * no longer pending, so that a release, a failed no-wait attempt or a
+ * timed-out wait returns only once everyone else can take the lock.
+ */
+static void
+leave(ZkPart *p, ZkOp *op)
+{
+	op->leaving = p;
+	dlist_push_tail(&p->leaving, &op->link);
+}
+
+/* Free the entries waiting for the part's node to go, once it has. */
+static void
+settle_leaving(ZkPart *p)
+{
+	if (node_pending(p))
+		return;
+	while (!dlist_is_empty(&p->leaving))
+	{
+		ZkOp	   *op = dlist_container(ZkOp, link,
+										 dlist_pop_head_node(&p->leaving));
+
+		op->leaving = NULL;
+		if (op->freeing)
+		{
+			op->freeing = false;
+			zk_free_entry(op - ops);
+		}
+	}
+}
+
+/*
  * Did the request of op come after the part saw a contender elsewhere?
  * Granting it locally then lets it overtake that contender.  (The request
  * time is fixed while the entry is in use.)
@@ -1118,6 +1165,7 @@ zk_part_would_block(ZkPart *p)
 		if (ZK_ENTRY(id)->flags & ZKR_NOWAIT)
 		{
 			detach(id);
+			leave(p, op);
 			zk_set_outcome(id, ZKE_WOULD_BLOCK, 0, NULL);
 		}
 	}
@@ -1173,6 +1221,7 @@ new_part(const ZkDriver *d, const char *name)
 	p->group = -1;
 	dlist_init(&p->holders);
 	dlist_init(&p->waiters);
+	dlist_init(&p->leaving);
 	dlist_push_tail(&parts, &p->link);
 	nparts++;
 	return p;
@@ -1286,6 +1335,7 @@ free_part(ZkPart *p)
 	unwatch(p);
 	own_unwatch(p);
 	p->dead = true;
+	settle_leaving(p);
 	if (p->calls > 0)
 		return;
 	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
@@ -1720,6 +1770,7 @@ advance(ZkPart *p)
 		free_part(p);
 		return;
 	}
+	settle_leaving(p);
 
 	/*
 	 * A node no longer needed is deleted at once, even while other calls of
@@ -1996,7 +2047,7 @@ zk_engine_request(int id)
 	if (op->generation != e->generation)
 	{
 		/* a new request in this entry (the old one's part let go of it) */
-		Assert(op->part == NULL);
+		Assert(op->part == NULL && op->leaving == NULL);
 		op->generation = e->generation;
 		op->part = NULL;
 		if (!released && state == ZKE_PENDING)
@@ -2010,14 +2061,29 @@ zk_engine_request(int id)
 	{
 		ZkPart	   *p = op->part;
 
+		/*
+		 * The entry is freed once its part no longer keeps a node for it
+		 * (settle_leaving): at once when the lock passes to another entry of
+		 * the instance, else when the node's delete is answered.
+		 */
 		detach(id);
-		zk_free_entry(id);
-		if (p == NULL)
-			return;
-		if (p->cohort && p->holds)
-			cohort_update(p);
-		else if (!has_entries(p) && p->group < 0)
-			zk_part_drop(p);
+		op->freeing = true;
+		if (p != NULL)
+		{
+			leave(p, op);
+			if (p->cohort && p->holds)
+				cohort_update(p);
+			else if (!has_entries(p) && p->group < 0)
+				zk_part_drop(p);
+		}
+		if (op->leaving)
+			settle_leaving(op->leaving);
+		else if (op->freeing)
+		{
+			/* no node kept for it, or its part went meanwhile */
+			op->freeing = false;
+			zk_free_entry(id);
+		}
 		return;
 	}
 

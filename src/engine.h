@@ -120,6 +120,13 @@ struct ZkPart
 	dlist_head	waiters;
 	int			nholders;
 
+	/*
+	 * Entries done with the part (released, or a no-wait request that found
+	 * the lock taken) while our node is still there for them: a release
+	 * returns only once the node is deleted (see settle_leaving).
+	 */
+	dlist_head	leaving;
+
 	/* local hand-off */
 	bool		closed;			/* grants no more; goes once drained */
 	int			grants;			/* grants on this node so far */

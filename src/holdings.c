@@ -18,7 +18,8 @@
  *	  savepoint and the end of the transaction releases the rest.
  *
  * When no acquisition refers to a node any more it is handed back to the
- * worker, which deletes it; the backend does not wait for that.  The
+ * worker, which deletes it; the call that released it (or COMMIT, or
+ * ROLLBACK) returns once that is done (zk_await_released).  The
  * transaction callbacks refuse PREPARE TRANSACTION while transaction-scope
  * holdings exist and refuse COMMIT when one of them was lost.
  *
@@ -621,8 +622,11 @@ bool
 zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 				int32 max_leases, bool revocable)
 {
-	return hold_acquire(kind, name, xact, timeout_ms, max_leases, 1,
-						revocable ? ZKR_REVOCABLE : 0, 0);
+	bool		ok = hold_acquire(kind, name, xact, timeout_ms, max_leases, 1,
+								  revocable ? ZKR_REVOCABLE : 0, 0);
+
+	zk_await_released(true);	/* a semaphore's entry mutex */
+	return ok;
 }
 
 /*
@@ -634,9 +638,13 @@ bool
 zk_hold_acquire_leases(const char *name, bool xact, int64 timeout_ms,
 					   int32 max_leases, int32 qty)
 {
+	bool		ok;
+
 	Assert(qty >= 1 && qty <= max_leases);
-	return hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout_ms,
-						max_leases, qty, 0, 0);
+	ok = hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout_ms,
+					  max_leases, qty, 0, 0);
+	zk_await_released(true);	/* the entry mutex, or leases not kept */
+	return ok;
 }
 
 static int
@@ -706,6 +714,7 @@ zk_hold_acquire_all(char **names, int n, bool xact, int64 timeout_ms)
 	if (!ok)
 		while (taken-- > 0)
 			zk_hold_release_last(ZK_KIND_LOCK, names[taken]);
+	zk_await_released(true);
 	return ok;
 }
 
@@ -747,6 +756,7 @@ zk_hold_release(ZkKind kind, const char *name)
 		return false;
 	}
 	(void) remove_call(h, i);
+	zk_await_released(true);
 	return true;
 }
 
@@ -781,6 +791,7 @@ zk_hold_release_all(void)
 		if (any)
 			n++;
 	}
+	zk_await_released(true);
 	return n;
 }
 
@@ -1090,6 +1101,8 @@ zk_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			release_xact(TopSubTransactionId);
 			release_claims(TopSubTransactionId);
+			/* what the transaction held is free when COMMIT returns */
+			zk_await_released(false);
 			break;
 		default:
 			break;
@@ -1104,6 +1117,7 @@ zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		release_xact(mySubid);
 		release_claims(mySubid);
+		zk_await_released(false);
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
@@ -1269,6 +1283,7 @@ zk_hold_barrier_leave(const char *name, int64 timeout_ms)
 	}
 	PG_END_TRY();
 	forget_member(m);
+	zk_await_released(true);
 	return state == ZK_ASK_DONE;
 }
 
@@ -1282,4 +1297,5 @@ zk_hold_barrier_drop_all(void)
 {
 	while (memberships != NIL)
 		forget_member(linitial(memberships));
+	zk_await_released(false);
 }

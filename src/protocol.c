@@ -13,6 +13,9 @@
  *			 zk_ask_wait()	the same for an ask that waits for others (leave
  *							a double barrier), like a lock wait
  *			 zk_give_up()	hands the entry back (release, cancel, exit)
+ *			 zk_await_released()	waits until the worker is done with
+ *							the entries given up: a release returns once
+ *							everyone else can take what it released
  *	worker:  zk_take_queue(), zk_set_outcome(), zk_set_grant(), ...,
  *			 zk_free_entry()
  *
@@ -24,9 +27,13 @@
  * session that is gone or that nobody has confirmed lately.
  *
  * The rule that keeps ZooKeeper clean: once a backend has given an entry up
- * it never looks at it again, and the worker deals with whatever the entry
+ * it never uses it again, and the worker deals with whatever the entry
  * left in ZooKeeper.  So whatever ends a wait, no node is left behind and no
- * given-up entry can turn into a holder.
+ * given-up entry can turn into a holder.  The worker frees the entry only
+ * once its node is deleted (or serves another request of the instance, the
+ * lock having passed to it), and the backend waits for that before its
+ * release returns (zk_await_released): a release is visible to every
+ * client of ZooKeeper when it returns, as Curator's is.
  *
  *-------------------------------------------------------------------------
  */
@@ -58,6 +65,19 @@ StaticAssertDecl((Size) ZK_MAX_LOCKS_LIMIT * sizeof(ZkEntry) <= MaxAllocSize,
 ZkShared   *zk_shared = NULL;
 
 static bool exit_hook_registered = false;
+
+/*
+ * Entries this backend gave up and the worker has not freed yet, for
+ * zk_await_released(); in TopMemoryContext, room for the whole pool.
+ */
+typedef struct ZkGivenUp
+{
+	int			id;
+	uint32		generation;
+} ZkGivenUp;
+
+static ZkGivenUp *given_up = NULL;
+static int	ngiven_up = 0;
 
 static void zk_sleep(long wait_ms);
 
@@ -132,13 +152,33 @@ zk_queue_locked(ZkEntry *e)
 
 /*
  * Hand an entry to the worker for clean-up; caller holds the lock
- * exclusively.
+ * exclusively.  The entry is remembered for zk_await_released().
  */
 static void
 zk_release_locked(ZkEntry *e)
 {
 	e->released = true;
 	zk_queue_locked(e);
+	if (given_up != NULL && ngiven_up == zk_shared->num_entries)
+	{
+		/* full of entries nobody awaited: keep those not freed yet */
+		int			n = 0;
+
+		for (int i = 0; i < ngiven_up; i++)
+		{
+			ZkEntry    *g = ZK_ENTRY(given_up[i].id);
+
+			if (g->generation == given_up[i].generation && g->state != ZKE_FREE)
+				given_up[n++] = given_up[i];
+		}
+		ngiven_up = n;
+	}
+	if (given_up != NULL && ngiven_up < zk_shared->num_entries)
+	{
+		given_up[ngiven_up].id = e - zk_shared->entries;
+		given_up[ngiven_up].generation = e->generation;
+		ngiven_up++;
+	}
 }
 
 /*
@@ -183,6 +223,8 @@ zk_request(const ZkRequest *req, uint32 *generation)
 
 	if (!exit_hook_registered)
 	{
+		given_up = MemoryContextAlloc(TopMemoryContext,
+									  sizeof(ZkGivenUp) * zk_shared->num_entries);
 		before_shmem_exit(zk_backend_exit, (Datum) 0);
 		exit_hook_registered = true;
 	}
@@ -264,7 +306,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 /*
  * Hand an entry back to the worker: the caller no longer holds or wants it.
  * Never throws (it is called from abort callbacks and exit hooks) and never
- * waits.
+ * waits: zk_await_released() waits for the worker to be done with it.
  */
 void
 zk_give_up(int id, uint32 generation)
@@ -307,6 +349,75 @@ zk_trusted_session(int64 session_id)
 	trusted = zk_trusted_locked(session_id);
 	LWLockRelease(zk_shared->lock);
 	return trusted;
+}
+
+/*
+ * Can the worker still delete nodes of its session, or may the session
+ * still live on in ZooKeeper with them?  False once no worker runs, the
+ * session is known lost (or there is none), or nothing has confirmed it
+ * for a whole session timeout: its nodes then go with it.  Caller holds
+ * the lock.
+ */
+static bool
+zk_session_may_live_locked(void)
+{
+	return zk_shared->worker_latch != NULL &&
+		zk_shared->session_id != 0 &&
+		zk_shared->session_state != ZKS_LOST &&
+		zk_shared->session_timeout > 0 &&
+		!TimestampDifferenceExceeds(zk_shared->confirmed_at,
+									GetCurrentTimestamp(),
+									zk_shared->session_timeout);
+}
+
+/*
+ * Wait until the worker is done with every entry this backend gave up:
+ * their nodes are deleted in ZooKeeper, or serve another request of the
+ * instance that the lock passed to.  So when a release, a failed no-wait
+ * attempt or a timed-out wait returns, every client can take the lock
+ * unless someone else holds or waits for it.
+ *
+ * The wait ends early when the worker cannot finish (see
+ * zk_session_may_live_locked): the nodes then go with the session.  With
+ * interruptible, cancel and statement_timeout end it as an ERROR (the
+ * entries stay given up; nothing waits for them again); transaction
+ * callbacks pass false and never throw here.
+ */
+void
+zk_await_released(bool interruptible)
+{
+	while (ngiven_up > 0)
+	{
+		int			n = 0;
+		bool		may_live;
+
+		LWLockAcquire(zk_shared->lock, LW_SHARED);
+		for (int i = 0; i < ngiven_up; i++)
+		{
+			ZkEntry    *e = ZK_ENTRY(given_up[i].id);
+
+			if (e->generation == given_up[i].generation &&
+				e->state != ZKE_FREE)
+				given_up[n++] = given_up[i];
+		}
+		ngiven_up = n;
+		may_live = zk_session_may_live_locked();
+		LWLockRelease(zk_shared->lock);
+		if (n == 0 || !may_live)
+			break;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (interruptible)
+		{
+			/* an ERROR here leaves nothing for a later wait */
+			ngiven_up = 0;
+			CHECK_FOR_INTERRUPTS();
+			ngiven_up = n;
+		}
+	}
+	ngiven_up = 0;
 }
 
 /*
@@ -570,6 +681,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			if (state == ZKE_WOULD_BLOCK || state == ZKE_LOST)
 			{
 				zk_give_up(id, generation);
+				zk_await_released(true);
 				result = state;
 				break;
 			}
@@ -588,6 +700,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 					{
 						result = ZKE_PENDING;
 						pg_atomic_fetch_add_u64(&zk_shared->n_timeouts, 1);
+						zk_await_released(true);
 					}
 					break;
 				}
@@ -1087,14 +1200,20 @@ zk_set_revoke_requested(int id)
 	return pid;
 }
 
-/* Return an entry to the free list (any listing it held is dropped). */
+/*
+ * Return an entry to the free list (any listing it held is dropped), and
+ * wake the backend that gave it up: it may wait for this
+ * (zk_await_released).
+ */
 void
 zk_free_entry(int id)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 	dsm_handle	rows;
+	int			procno;
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	procno = e->released ? e->owner_procno : -1;
 	if (e->queued)
 		dlist_delete(&e->link);
 	e->queued = false;
@@ -1107,6 +1226,7 @@ zk_free_entry(int id)
 	LWLockRelease(zk_shared->lock);
 	if (rows != 0)
 		dsm_unpin_segment(rows);
+	zk_wake(procno);
 	ConditionVariableBroadcast(&zk_shared->entry_freed);
 }
 

@@ -196,6 +196,7 @@ extern void zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline);
 extern ZkAskState zk_ask_wait(int id, uint32 generation, ZkAsk ask,
 							  TimestampTz deadline);
 extern void zk_give_up(int id, uint32 generation);
+extern void zk_await_released(bool interruptible);
 extern bool zk_entry_valid(int id, uint32 generation, int64 *token);
 extern int64 zk_entry_session(int id, uint32 generation);
 extern ZkEntryState zk_entry_check(int id, uint32 generation, int64 *token);

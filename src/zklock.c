@@ -38,7 +38,7 @@ int			zklock_max_locks = 1024;
 bool		zklock_local_handoff = true;
 int			zklock_handoff_limit = 16;
 int			zklock_handoff_time = 50;
-int			zklock_retain_time = 10;
+int			zklock_retain_time = 0;
 char	   *zklock_leader_groups = NULL;
 int			zklock_claim_retention = 7 * 24 * 3600;
 
@@ -256,9 +256,9 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("zklock.retain_time",
 							"How long the instance keeps a released lock's node in case one of its backends asks again.",
-							"It gives the node up at once when a client elsewhere queues for the lock; 0 gives it up at release.",
+							"While it is kept, a release has returned but clients elsewhere still find the lock taken (it is given up at once when one of them queues for it).  0, the default, deletes the node before the release returns.",
 							&zklock_retain_time,
-							10, 0, 10000,
+							0, 0, 10000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -103,6 +103,8 @@ and returns a harness object.  C<tick> is ZooKeeper's tickTime in ms,
 C<sync_limit> and C<init_limit> its syncLimit and initLimit in ticks (a
 follower that hears nothing from its leader for syncLimit x tickTime gives
 up on it; until then it serves reads from what it has);
+C<fsync> true makes the servers fsync their transaction log before they
+answer, as in production (forceSync=yes);
 C<jvm_flags> are extra JVM flags, e.g.
 C<['-Dzookeeper.extendedTypesEnabled=true']>.
 
@@ -133,6 +135,7 @@ sub zk_start
 	push @args, '--sync-limit', $opts{sync_limit} if defined $opts{sync_limit};
 	push @args, '--init-limit', $opts{init_limit} if defined $opts{init_limit};
 	push @args, '--proxies' if $opts{proxies};
+	push @args, '--fsync' if $opts{fsync};
 	push @args, map { ('--jvm-flag', $_) } @{ $opts{jvm_flags} // [] };
 	my $connect = _run_zk(@args);
 
