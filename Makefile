@@ -56,7 +56,7 @@ REGRESS_OPTS = --temp-config=$(ZKLOCK_REGRESS_CONF) \
 
 TAP_TESTS = 1
 PROVE_TESTS = $(or $(ZKLOCK_TAP_TESTS),test/t/*.pl)
-override PROVE_FLAGS += -I $(srcdir)/test/perl
+override PROVE_FLAGS += --timer -I $(srcdir)/test/perl
 
 EXTRA_CLEAN = tmp_regress tmp_check results regression.diffs regression.out log
 
