@@ -45,10 +45,11 @@
  * scope.
  *
  * One name is one resource: a backend holding the exclusive lock or the
- * write lock of a name is granted any lock of that name at once (the new
- * acquisition shares the node, as Curator grants a write holder its read
- * lock); one holding only the read lock cannot take an exclusive one
- * (that would wait for itself).
+ * write lock of a name is granted any lock of that name on that node (as
+ * Curator grants a write holder its read lock), once the node's session is
+ * confirmed, as a re-entrant grant is (confirm_holding): a node of its own
+ * asked for instead would queue behind the one it holds.  One holding only
+ * the read lock cannot take an exclusive one (that would wait for itself).
  *
  *-------------------------------------------------------------------------
  */
@@ -421,22 +422,36 @@ record1(ZkKind kind, const char *name, int id, uint32 generation, bool xact,
 	record(kind, name, &id, &generation, 1, xact, revocable);
 }
 
-/* The newest valid acquisition of an exclusive lock of name, or NULL. */
-static ZkAcq *
-exclusive_acq(const char *name)
+/*
+ * Check a holding before granting on it, as check_holding does; but while
+ * its session is not confirmed lately, wait until the deadline (0: none)
+ * for the confirmation or the loss.  Returns the holding, all of it held in
+ * a confirmed session, or NULL when it is gone (lost in session scope:
+ * dropped with a WARNING) or, with *timed_out set, when the deadline came
+ * first.  A holding lost in this transaction is an error.
+ */
+static ZkHolding *
+confirm_holding(ZkHolding *h, TimestampTz deadline, bool *timed_out)
 {
-	static const ZkKind kinds[] = {ZK_KIND_LOCK, ZK_KIND_WRITE};
+	bool		ok;
 
-	for (int k = 0; k < lengthof(kinds); k++)
+	*timed_out = false;
+	h = check_holding(h, &ok, NULL);
+	if (h != NULL && !ok)
 	{
-		ZkHolding  *h = lookup(kinds[k], name);
-		bool		all_held;
+		/* lost in this transaction, or not confirmed lately */
+		ZkAcq	   *a = &h->acqs[h->nacqs - 1];
 
-		if (h != NULL && (h = check_holding(h, &all_held, NULL)) != NULL &&
-			all_held)
-			return &h->acqs[h->nacqs - 1];
+		if (zk_wait_confirmed(a->id, a->generation, deadline) == ZKE_PENDING)
+		{
+			*timed_out = true;
+			return NULL;
+		}
+		h = check_holding(h, &ok, NULL);
+		if (h != NULL && !ok)
+			lost_in_xact_error(h);
 	}
-	return NULL;
+	return h;
 }
 
 /* The session of the newest acquisition of (kind, name), or 0. */
@@ -524,12 +539,12 @@ static bool
 hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 			 int32 arg, int32 qty, int flags, int64 expect_session)
 {
+	static const ZkKind exclusive_kinds[] = {ZK_KIND_LOCK, ZK_KIND_WRITE};
 	bool		revocable = (flags & ZKR_REVOCABLE) != 0;
 	ZkHolding  *h = lookup(kind, name);
 	TimestampTz deadline = 0;
 	ZkEntryState state;
-	ZkAcq	   *ex;
-	bool		ok;
+	bool		timed_out;
 	int			id;
 	uint32		gen;
 	int		   *ids = &id;
@@ -541,18 +556,9 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 
 	if (h != NULL)
 	{
-		h = check_holding(h, &ok, NULL);
-		if (h != NULL && !ok)
-		{
-			/* lost in this transaction, or not confirmed lately */
-			ZkAcq	   *a = &h->acqs[h->nacqs - 1];
-
-			if (zk_wait_confirmed(a->id, a->generation, deadline) == ZKE_PENDING)
-				return false;
-			h = check_holding(h, &ok, NULL);
-			if (h != NULL && !ok)
-				lost_in_xact_error(h);
-		}
+		h = confirm_holding(h, deadline, &timed_out);
+		if (timed_out)
+			return false;
 	}
 	if (h != NULL && is_lock_kind(kind))
 	{
@@ -562,11 +568,29 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 		return true;
 	}
 
-	if (is_lock_kind(kind) && (ex = exclusive_acq(name)) != NULL)
+	/*
+	 * One name, one resource: our exclusive or write lock covers it.  Its
+	 * node is ours even while its session waits for a confirmation, and a
+	 * node of our own asked for now would queue behind it: wait for the
+	 * confirmation as above.
+	 */
+	for (int k = 0; is_lock_kind(kind) && k < lengthof(exclusive_kinds); k++)
 	{
-		/* one name, one resource: our exclusive node covers it */
-		record1(kind, name, ex->id, ex->generation, xact, revocable);
-		return true;
+		ZkHolding  *ex = lookup(exclusive_kinds[k], name);
+
+		if (ex != NULL)
+		{
+			ex = confirm_holding(ex, deadline, &timed_out);
+			if (timed_out)
+				return false;
+		}
+		if (ex != NULL)
+		{
+			id = ex->acqs[ex->nacqs - 1].id;
+			gen = ex->acqs[ex->nacqs - 1].generation;
+			record1(kind, name, id, gen, xact, revocable);
+			return true;
+		}
 	}
 	if (kind != ZK_KIND_READ && is_lock_kind(kind) &&
 		lookup(ZK_KIND_READ, name) != NULL)

@@ -9,9 +9,13 @@
  * <zklock.root>/<name>/locks), and one order: exclusive nodes (mutex,
  * writer, Kazoo's lock) hold when no participant comes before them;
  * shared ones (reader, Kazoo's read lock) when no exclusive one does.  So
- * every mix of lock, read and write on one name excludes as one resource,
- * as PostgreSQL's advisory locks do, and Curator's and Kazoo's nodes on the
- * same path take part.
+ * among zklock's sessions every mix of lock, read and write on one name
+ * excludes as one resource, as PostgreSQL's advisory locks do, and zklock
+ * waits for Curator's and Kazoo's nodes on the same path too.  Whether
+ * they wait for ours depends on their recipe: Curator's mutex counts only
+ * "lock-" nodes, its read-write lock only "__READ__" and "__WRIT__" ones,
+ * Kazoo's recipes only "__lock__" (and "__rlock__") nodes and their
+ * extra_lock_patterns (README, "Kinds across implementations").
  *
  * A name is either a lock or a semaphore, cluster-wide: the lock family
  * looks, with its first create, for semaphore participants under the name

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 #
 # kazoo_driver.py
-#    A peer for zklock's interoperability test (test/t/050_interop.pl):
-#    Kazoo's Lock, constructed with extra_lock_patterns=["-lock-"] so that
-#    it orders Curator-style nodes (zklock's) with its own, driven line by
-#    line on standard input.
+#    A peer for zklock's interoperability tests (test/t/050_interop.pl,
+#    066_kinds_interop.pl): Kazoo's Lock, WriteLock and ReadLock, by default
+#    constructed with extra_lock_patterns=["-lock-"] so that they order
+#    Curator-style nodes (zklock's exclusive lock) with their own, driven
+#    line by line on standard input.
 #
 # Usage: /usr/bin/python3 kazoo_driver.py CONNECT
 #
@@ -14,10 +15,18 @@
 # with its own thread: commands of one tag run in order, commands of
 # different tags concurrently.
 #
-#   TAG lock-acquire PATH TIMEOUT_MS   Lock(PATH).acquire: TIMEOUT_MS 0 is
+#   TAG lock-acquire PATH TIMEOUT_MS [PATTERNS]
+#                                      Lock(PATH).acquire: TIMEOUT_MS 0 is
 #                                      blocking=False, < 0 waits without
-#                                      limit, > 0 is timeout=TIMEOUT_MS/1000
-#   TAG lock-release
+#                                      limit, > 0 is timeout=TIMEOUT_MS/1000;
+#                                      PATTERNS: extra_lock_patterns, comma
+#                                      separated ("-lock-" if not given,
+#                                      "none" for none)
+#   TAG wlock-acquire PATH TIMEOUT_MS [PATTERNS]
+#                                      the same with WriteLock(PATH)
+#   TAG rlock-acquire PATH TIMEOUT_MS [PATTERNS]
+#                                      the same with ReadLock(PATH)
+#   TAG lock-release                   release what the tag holds
 #   quit                               close the session and exit
 #
 # End of input counts as quit.
@@ -64,8 +73,15 @@ class Holder:
 
     def run(self, words):
         cmd = words[0]
-        if cmd == "lock-acquire":
+        recipes = {
+            "lock-acquire": self.zk.Lock,
+            "wlock-acquire": self.zk.WriteLock,
+            "rlock-acquire": self.zk.ReadLock,
+        }
+        if cmd in recipes:
             path, ms = words[1], int(words[2])
+            patterns = words[3] if len(words) > 3 else "-lock-"
+            patterns = [] if patterns == "none" else patterns.split(",")
             for attempt in range(5):
                 # A fresh Lock per acquire: a Lock remembers that it made
                 # sure of its parent, and zklock and Curator create parents
@@ -73,7 +89,7 @@ class Holder:
                 # empty; an old Lock then fails with NoNodeError for good.
                 # A fresh one can still lose that race between its
                 # ensure_path and its create: try again.
-                lock = self.zk.Lock(path, extra_lock_patterns=["-lock-"])
+                lock = recipes[cmd](path, extra_lock_patterns=patterns)
                 try:
                     if ms == 0:
                         got = lock.acquire(blocking=False)
