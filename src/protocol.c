@@ -381,7 +381,9 @@ zk_session_may_live_locked(void)
  * zk_session_may_live_locked): the nodes then go with the session.  With
  * interruptible, cancel and statement_timeout end it as an ERROR (the
  * entries stay given up; nothing waits for them again); transaction
- * callbacks pass false and never throw here.
+ * callbacks pass false and never throw here.  A backend on its way out
+ * (pg_terminate_backend, shutdown; exit hooks and the abort they cause)
+ * does not wait at all: nobody waits for its answer.
  */
 void
 zk_await_released(bool interruptible)
@@ -391,6 +393,8 @@ zk_await_released(bool interruptible)
 		int			n = 0;
 		bool		may_live;
 
+		if (ProcDiePending || proc_exit_inprogress)
+			break;
 		LWLockAcquire(zk_shared->lock, LW_SHARED);
 		for (int i = 0; i < ngiven_up; i++)
 		{
