@@ -685,7 +685,6 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			if (state == ZKE_WOULD_BLOCK || state == ZKE_LOST)
 			{
 				zk_give_up(id, generation);
-				zk_await_released(true);
 				result = state;
 				break;
 			}
@@ -704,7 +703,6 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 					{
 						result = ZKE_PENDING;
 						pg_atomic_fetch_add_u64(&zk_shared->n_timeouts, 1);
-						zk_await_released(true);
 					}
 					break;
 				}
@@ -730,6 +728,9 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 
 	if (LockTimeout > 0)
 		disable_timeout(LOCK_TIMEOUT, false);
+	/* given up: answer once its node is gone (lock_timeout is not for that) */
+	if (result == ZKE_WOULD_BLOCK || result == ZKE_LOST || result == ZKE_PENDING)
+		zk_await_released(true);
 	return result;
 }
 
