@@ -410,8 +410,15 @@ zk_await_released(bool interruptible)
 		if (n == 0 || !may_live)
 			break;
 
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100, PG_WAIT_EXTENSION);
+		/*
+		 * Without a postmaster the worker and its session go too: stop
+		 * waiting.  Not exiting here, which inside the commit callback would
+		 * try to abort a committed transaction (a PANIC); the backend exits
+		 * at its next wait.
+		 */
+		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+					  100, PG_WAIT_EXTENSION) & WL_POSTMASTER_DEATH)
+			break;
 		ResetLatch(MyLatch);
 		if (interruptible)
 		{
