@@ -152,13 +152,18 @@ zk_queue_locked(ZkEntry *e)
 
 /*
  * Hand an entry to the worker for clean-up; caller holds the lock
- * exclusively.  The entry is remembered for zk_await_released().
+ * exclusively.  The entry is remembered for zk_await_released(), unless
+ * it is the answer of a one-shot request (listing, barrier): the worker
+ * detached it from its part when it answered and frees it when it takes
+ * it, so there is nothing to wait for but a turn of the worker.
  */
 static void
 zk_release_locked(ZkEntry *e)
 {
 	e->released = true;
 	zk_queue_locked(e);
+	if (e->state == ZKE_DONE)
+		return;					/* a one-shot answer: freed at once, no node */
 	if (given_up != NULL && ngiven_up == zk_shared->num_entries)
 	{
 		/* full of entries nobody awaited: keep those not freed yet */
