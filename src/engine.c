@@ -1133,6 +1133,7 @@ zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
 		bool		held = ops[id].holder;
 
 		detach(id);
+		leave(p, &ops[id]);		/* its give-up waits for our node to go */
 		if (held)
 		{
 			ereport(WARNING,

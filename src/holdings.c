@@ -516,7 +516,25 @@ take_leases(const char *name, int flags, TimestampTz deadline,
 		PG_END_TRY();
 		zk_give_up(mid, mgen);
 		if (state == ZKE_HELD)
+		{
+			/*
+			 * The entry mutex goes before the leases are the caller's: an
+			 * ERROR (cancel) while waiting for that fails the call, and then
+			 * no lease is kept.
+			 */
+			PG_TRY();
+			{
+				zk_await_released(true);
+			}
+			PG_CATCH();
+			{
+				for (int k = 0; k < qty; k++)
+					zk_give_up(ids[k], gens[k]);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
 			return state;
+		}
 		/* not all granted: none is kept */
 		for (int k = 0; k < qty; k++)
 			zk_give_up(ids[k], gens[k]);
@@ -649,7 +667,7 @@ zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	bool		ok = hold_acquire(kind, name, xact, timeout_ms, max_leases, 1,
 								  revocable ? ZKR_REVOCABLE : 0, 0);
 
-	zk_await_released(true);	/* a semaphore's entry mutex */
+	zk_await_released(true);	/* what a failed attempt gave up */
 	return ok;
 }
 
@@ -667,7 +685,7 @@ zk_hold_acquire_leases(const char *name, bool xact, int64 timeout_ms,
 	Assert(qty >= 1 && qty <= max_leases);
 	ok = hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout_ms,
 					  max_leases, qty, 0, 0);
-	zk_await_released(true);	/* the entry mutex, or leases not kept */
+	zk_await_released(true);	/* what a failed attempt gave up */
 	return ok;
 }
 

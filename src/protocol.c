@@ -152,13 +152,18 @@ zk_queue_locked(ZkEntry *e)
 
 /*
  * Hand an entry to the worker for clean-up; caller holds the lock
- * exclusively.  The entry is remembered for zk_await_released().
+ * exclusively.  The entry is remembered for zk_await_released(), unless
+ * it is the answer of a one-shot request (listing, barrier): the worker
+ * detached it from its part when it answered and frees it when it takes
+ * it, so there is nothing to wait for but a turn of the worker.
  */
 static void
 zk_release_locked(ZkEntry *e)
 {
 	e->released = true;
 	zk_queue_locked(e);
+	if (e->state == ZKE_DONE)
+		return;					/* a one-shot answer: freed at once, no node */
 	if (given_up != NULL && ngiven_up == zk_shared->num_entries)
 	{
 		/* full of entries nobody awaited: keep those not freed yet */
@@ -381,7 +386,9 @@ zk_session_may_live_locked(void)
  * zk_session_may_live_locked): the nodes then go with the session.  With
  * interruptible, cancel and statement_timeout end it as an ERROR (the
  * entries stay given up; nothing waits for them again); transaction
- * callbacks pass false and never throw here.
+ * callbacks pass false and never throw here.  A backend on its way out
+ * (pg_terminate_backend, shutdown; exit hooks and the abort they cause)
+ * does not wait at all: nobody waits for its answer.
  */
 void
 zk_await_released(bool interruptible)
@@ -391,6 +398,8 @@ zk_await_released(bool interruptible)
 		int			n = 0;
 		bool		may_live;
 
+		if (ProcDiePending || proc_exit_inprogress)
+			break;
 		LWLockAcquire(zk_shared->lock, LW_SHARED);
 		for (int i = 0; i < ngiven_up; i++)
 		{
@@ -406,8 +415,15 @@ zk_await_released(bool interruptible)
 		if (n == 0 || !may_live)
 			break;
 
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100, PG_WAIT_EXTENSION);
+		/*
+		 * Without a postmaster the worker and its session go too: stop
+		 * waiting.  Not exiting here, which inside the commit callback would
+		 * try to abort a committed transaction (a PANIC); the backend exits
+		 * at its next wait.
+		 */
+		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+					  100, PG_WAIT_EXTENSION) & WL_POSTMASTER_DEATH)
+			break;
 		ResetLatch(MyLatch);
 		if (interruptible)
 		{
@@ -681,7 +697,6 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			if (state == ZKE_WOULD_BLOCK || state == ZKE_LOST)
 			{
 				zk_give_up(id, generation);
-				zk_await_released(true);
 				result = state;
 				break;
 			}
@@ -700,7 +715,6 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 					{
 						result = ZKE_PENDING;
 						pg_atomic_fetch_add_u64(&zk_shared->n_timeouts, 1);
-						zk_await_released(true);
 					}
 					break;
 				}
@@ -726,6 +740,9 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 
 	if (LockTimeout > 0)
 		disable_timeout(LOCK_TIMEOUT, false);
+	/* given up: answer once its node is gone (lock_timeout is not for that) */
+	if (result == ZKE_WOULD_BLOCK || result == ZKE_LOST || result == ZKE_PENDING)
+		zk_await_released(true);
 	return result;
 }
 
