@@ -36,6 +36,8 @@ use warnings;
 
 use Carp;
 use Exporter 'import';
+use IO::Select;
+use IO::Socket::INET;
 use Time::HiRes;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -350,7 +352,8 @@ sub zk_watch_count
 
 The watches C<wchp> of node C<$i> lists (data and exists watches): a list of
 C<[path, session]> pairs, the session in lower-case hex without C<0x>
-and leading zeros.
+and leading zeros.  Dies when the node does not answer (down, paused, not
+serving): an empty list means ZooKeeper said it has no such watch.
 
 =item zklock_sessions(@nodes)
 
@@ -362,11 +365,51 @@ zk_watchers.
 
 sub _hexid { my ($id) = @_; $id =~ s/^0x0*//i; return lc $id; }
 
+# The answer of node $i to the four-letter word $cmd, read to its end.
+# Unlike $zk->four, whose answer is '' both when the server says nothing
+# and when it does not answer, this dies when no answer came within 10 s
+# or the server does not serve; ZooKeeper ends every answer of the watch
+# words with a newline, even an empty one.
+sub _four_answered
+{
+	my ($zk, $i, $cmd) = @_;
+	my $port = $zk->port($i);
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $port,
+		Proto => 'tcp',
+		Timeout => 10)
+	  or croak "ZooKeeper node $i (port $port) did not take the question $cmd: $@";
+	$sock->autoflush(1);
+	print $sock $cmd;
+	my $sel = IO::Select->new($sock);
+	my $deadline = Time::HiRes::time() + 10;
+	my $answer = '';
+	while (1)
+	{
+		my $left = $deadline - Time::HiRes::time();
+		croak "ZooKeeper node $i did not answer $cmd within 10 s"
+		  . " (so far: \"$answer\")"
+		  if $left <= 0 || !$sel->can_read($left);
+		my $n = sysread($sock, my $buf, 65536);
+		croak "reading the answer of ZooKeeper node $i to $cmd: $!"
+		  unless defined $n;
+		last if $n == 0;
+		$answer .= $buf;
+	}
+	close $sock;
+	croak "ZooKeeper node $i gave no (whole) answer to $cmd: \"$answer\""
+	  unless $answer =~ /\n\z/;
+	croak "ZooKeeper node $i does not serve: $answer"
+	  if $answer =~ /not currently serving/;
+	return $answer;
+}
+
 sub zk_watchers
 {
 	my ($zk, $i) = @_;
 	my ($cur, @w) = ('');
-	foreach my $line (split /\n/, $zk->four($i, 'wchp'))
+	foreach my $line (split /\n/, _four_answered($zk, $i, 'wchp'))
 	{
 		if ($line =~ m{^(/\S*)$})
 		{

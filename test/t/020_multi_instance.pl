@@ -1,7 +1,9 @@
 # 020_multi_instance.pl
 #    Two PostgreSQL instances sharing one ZooKeeper exclude each other, and
 #    lock names are global across the databases of an instance: the
-#    exclusion is ZooKeeper's, not the instance's.
+#    exclusion is ZooKeeper's, not the instance's.  A release is visible
+#    when it returns: the other instance takes the lock at once, and
+#    ZooKeeper has no node left by it; so has a failed attempt.
 
 use strict;
 use warnings;
@@ -45,8 +47,7 @@ is($node_b->safe_psql('postgres', "SELECT zk_lock_try('shared')"),
 	'f', 'zk_lock_try on B is false while A holds');
 is($node_b->safe_psql('postgres', "SELECT zk_lock_acquire('shared', 300)"),
 	'f', 'a timed acquire on B times out while A holds');
-is_deeply([ children_become('shared', [$node_of_a]) ],
-	[$node_of_a], 'B\'s attempts left no node');
+is_deeply([ children('shared') ], [$node_of_a], 'B\'s attempts left no node');
 
 $b1->send("SELECT zk_lock_acquire('shared')");
 ZkLockTest::wait_for_extension_wait($node_b, $b1->pid);
@@ -59,21 +60,32 @@ is($a1->query_ok("SELECT zk_lock_release('shared')"), 't', 'A releases');
 is($b1->result, 't', 'B\'s blocking acquire is granted');
 my $token_b = $b1->query_ok("SELECT zk_lock_token('shared')");
 cmp_ok($token_b, '>', $token_a, 'B\'s token is larger than A\'s');
-is_deeply([ children_become('shared', [ $node_of_b // '' ]) ],
-	[ $node_of_b // '' ], 'only B\'s node is left');
+is_deeply([ children('shared') ], [ $node_of_b // '' ],
+	'only B\'s node is left');
 
 is($a1->query_ok("SELECT zk_lock_try('shared')"),
 	'f', 'now A cannot take it');
 is($b1->query_ok("SELECT zk_lock_release('shared')"), 't', 'B releases');
-# B's instance may keep its released node for zklock.retain_time (10 ms)
-# in case one of its backends asks again: A's no-wait attempts find the
-# lock taken until then.
-ok(poll_until(sub { $a1->query_ok("SELECT zk_lock_try('shared')") eq 't' }),
-	'A takes it again');
+is($a1->query_ok("SELECT zk_lock_try('shared')"), 't',
+	'A takes it again at once with a no-wait attempt');
 my $token_a2 = $a1->query_ok("SELECT zk_lock_token('shared')");
 cmp_ok($token_a2, '>', $token_b, 'tokens keep increasing across instances');
 is($a1->query_ok("SELECT zk_lock_release('shared')"), 't', 'A releases');
-is_deeply([ children_become('shared', []) ], [], 'no node left');
+is_deeply([ children('shared') ], [], 'no node left');
+
+# a release with nobody else around: B's instance keeps nothing behind it
+foreach my $round (1 .. 3)
+{
+	is($b1->query_ok("SELECT zk_lock_acquire('quiet')"),
+		't', "round $round: B takes a lock nobody else wants");
+	is($b1->query_ok("SELECT zk_lock_release('quiet')"),
+		't', "round $round: B releases it");
+	is($a1->query_ok("SELECT zk_lock_try('quiet')"),
+		't', "round $round: A takes it at once with a no-wait attempt");
+	is($a1->query_ok("SELECT zk_lock_release_all()"),
+		'1', "round $round: A releases it");
+	is_deeply([ children('quiet') ], [], "round $round: no node left");
+}
 
 # ---------------------------------------------------------------------------
 note 'a waiter on B is granted when A\'s instance shuts down';
@@ -88,7 +100,7 @@ $node_a->stop('fast');
 is($b1->result, 't', 'B is granted once A\'s instance is down');
 is(scalar(children_become('shutdown', 1)), 1, 'only B\'s node is left');
 is($b1->query_ok("SELECT zk_lock_release('shutdown')"), 't', 'B releases');
-is_deeply([ children_become('shutdown', []) ], [], 'no node left');
+is_deeply([ children('shutdown') ], [], 'no node left');
 $node_a->start;
 
 # ---------------------------------------------------------------------------
@@ -124,13 +136,13 @@ is($p->query_ok("SELECT zk_lock_try('db')"),
 is($node_b->safe_psql('postgres', "SELECT zk_lock_try('db')"),
 	'f', 'and a session of the other instance');
 is($o->query_ok("SELECT zk_lock_release('db')"), 't', 'released');
-is_deeply([ children_become('db', []) ], [], 'no node left');
+is_deeply([ children('db') ], [], 'no node left');
 
 $_->quit foreach ($p, $o, $b1);
 
 # ---------------------------------------------------------------------------
 note 'nothing left behind';
-foreach my $name (qw(shared shutdown db))
+foreach my $name (qw(shared quiet shutdown db))
 {
 	is_deeply([ children_become($name, []) ], [], "/zklock/$name has no children");
 }

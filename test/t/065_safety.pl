@@ -1,5 +1,5 @@
 # 065_safety.pl
-#    Invariants of "never two holders" and "every request ends" (issue 9)
+#    Invariants of "never two holders" and "every request ends"
 #    across two instances sharing one ZooKeeper:
 #    - a holding made in a session the worker no longer has (the worker was
 #      terminated and restarted) is lost: no re-entrant grant, held or token
@@ -54,7 +54,7 @@ foreach my $nd ($na, $nb)
 }
 
 # ===========================================================================
-note 'A1: a holding of a session the worker no longer has is lost';
+note 'a holding of a session the worker no longer has is lost';
 # ===========================================================================
 {
 	my $a = session($na);
@@ -89,7 +89,7 @@ note 'A1: a holding of a session the worker no longer has is lost';
 }
 
 # ===========================================================================
-note 'A2: every mix of kinds on one name, across instances';
+note 'every mix of kinds on one name, across instances';
 # ===========================================================================
 {
 	my %take = (
@@ -144,7 +144,7 @@ note 'A2: every mix of kinds on one name, across instances';
 }
 
 # ===========================================================================
-note 'B8: a write holder gets the read lock at once, a writer queued behind';
+note 'a write holder gets the read lock at once, a writer queued behind';
 # ===========================================================================
 {
 	my $a = session($na);
@@ -178,7 +178,7 @@ note 'B8: a write holder gets the read lock at once, a writer queued behind';
 }
 
 # ===========================================================================
-note 'B10: tries and short waits on a held lock leave no watch behind';
+note 'tries and short waits on a held lock leave no watch behind';
 # ===========================================================================
 {
 	my $a = session($na);
@@ -205,7 +205,7 @@ note 'B10: tries and short waits on a held lock leave no watch behind';
 }
 
 # ===========================================================================
-note 'B10: a request ZooKeeper refuses fails with the refusal, also with a timeout';
+note 'a request ZooKeeper refuses fails with the refusal, also with a timeout';
 # ===========================================================================
 {
 	# a parent only readable: every create under it is refused (NOAUTH)
@@ -255,7 +255,7 @@ sub expire_session
 }
 
 # ===========================================================================
-note 'A6: a multi-lock part lost while waiting for another fails the call';
+note 'a multi-lock part lost while waiting for another fails the call';
 # ===========================================================================
 {
 	my $a = session($na);
@@ -289,7 +289,7 @@ note 'A6: a multi-lock part lost while waiting for another fails the call';
 }
 
 # ===========================================================================
-note 'A7: a lease asked again after a session loss takes the entry mutex again';
+note 'a lease asked again after a session loss takes the entry mutex again';
 # ===========================================================================
 {
 	my $h = session($nb);
@@ -340,7 +340,7 @@ note 'A7: a lease asked again after a session loss takes the entry mutex again';
 }
 
 # ===========================================================================
-note 'B9: a node of the worker\'s session that no request claims is deleted';
+note 'a node of the worker\'s session that no request claims is deleted';
 # ===========================================================================
 {
 	my $a = session($na);
@@ -394,7 +394,7 @@ note 'B9: a node of the worker\'s session that no request claims is deleted';
 }
 
 # ===========================================================================
-note 'issue 12.4: a release is visible at once within the instance';
+note 'a release is visible at once within the instance';
 # ===========================================================================
 {
 	my $a = session($na);

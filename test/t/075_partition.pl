@@ -1,5 +1,5 @@
 # 075_partition.pl
-#    Session confirmation from the quorum (issue 9, item A5).  A follower
+#    Session confirmation from the quorum.  A follower
 #    cut off from its leader keeps serving reads until syncLimit x tickTime
 #    have passed, which here (0.5 s x 30 = 15 s) is much longer than the
 #    zklock session timeout (4 s).  Instance A talks only to such a follower F;

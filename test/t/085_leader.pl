@@ -12,7 +12,11 @@
 #
 #    "Stable" is established positively, never by sleeping: exactly one
 #    instance says true, and every running instance's zk_leaders names the
-#    lowest latch node ZooKeeper has.
+#    lowest latch node ZooKeeper has.  "Does not lead" is an answer 'f'
+#    from the instance (one that cannot answer is asked nothing: then the
+#    live instance and ZooKeeper are).  "At once" is established by cause,
+#    not by the clock: the old leader's session was closed, not left to
+#    expire (ZooKeeper logs every expiry).
 
 use strict;
 use warnings;
@@ -75,10 +79,43 @@ sub q1
 	return $rc == 0 ? $out : undef;
 }
 
-sub is_leader
+# zk_is_leader of a node: 't' or 'f', undef when it could not be asked (down,
+# restarting).
+sub leads
 {
 	my ($node, $group) = @_;
-	return (q1($node, "SELECT zk_is_leader('" . ($group // 'cron') . "')") // '') eq 't';
+	return q1($node, "SELECT zk_is_leader('" . ($group // 'cron') . "')");
+}
+
+sub is_leader { return (leads(@_) // '') eq 't'; }
+
+# "f,f" when neither instance leads and both said so.
+sub neither_leads
+{
+	return join(',', map { leads($_) // 'no answer' } ($pa, $pb));
+}
+
+# The ZooKeeper session of a node's worker once connected (0x...).
+sub session_of
+{
+	my ($node) = @_;
+	my $sid;
+	poll_until(
+		sub {
+			$sid = q1($node,
+				"SELECT session_id FROM zk_status() WHERE state = 'connected'");
+			return defined $sid && $sid ne '';
+		});
+	return $sid // '';
+}
+
+# Whether ZooKeeper expired session $sid (0x..., as zk_status shows it):
+# it logs "Expiring session 0x<hex>, timeout of ...ms exceeded".
+sub zk_expired
+{
+	my ($sid) = @_;
+	return slurp_file($zk->dir . '/node1/zk.log') =~
+	  /Expiring session \Q$sid\E, timeout/ ? 1 : 0;
 }
 
 # zk_leaders of a node: { group_name => "leader_znode|is_us|leader_id" }
@@ -213,12 +250,14 @@ is(q1($pa, "SELECT zk_is_leader('nightly/report')"), 'f', 'group names are case-
 # ---------------------------------------------------------------------------
 note 'the leader stops cleanly: leadership moves at once';
 
+my $sid = session_of($l);
 my $t0 = time;
 $l->stop('fast');
 $running{$l} = 0;
 ok(poll_until(sub { is_leader($f) }, timeout => 30), 'the other instance leads');
 my $moved = time - $t0;
-cmp_ok($moved, '<', 4, 'within less than the session timeout (4 s)');
+ok(!zk_expired($sid),
+	'at once: the stopped leader closed its session, which was not left to expire');
 note sprintf('leadership moved %.2f s after the clean stop began', $moved);
 ok( $l->log_contains(
 		qr/zklock: this instance no longer leads group "cron"\n[^\n]*DETAIL:  The zklock worker is exiting/
@@ -238,14 +277,28 @@ is(latch_count(), 2, 'two latch nodes again');
 note 'the leader\'s worker is killed (SIGKILL, crash restart)';
 
 my $wpid = worker_pid($l);
+$sid = session_of($l);
 $t0 = time;
 kill 'KILL', $wpid;
 ok(poll_until(sub { is_leader($f) }, timeout => 30),
 	'the other instance leads after the crash');
 $moved = time - $t0;
-cmp_ok($moved, '<', 4, 'within less than the session timeout (4 s)');
+ok( poll_until(
+		sub {
+			$l->log_contains(
+				qr/zklock is ending ZooKeeper session \Q$sid\E left by its previous run/);
+		},
+		timeout => 30),
+	'the restarted worker ended the session its predecessor left');
+ok(!zk_expired($sid),
+	'so the crashed worker\'s session was not left to expire');
 note sprintf('leadership moved %.2f s after SIGKILL of the worker', $moved);
-ok(!is_leader($l), 'the crashed instance does not say it leads');
+# the crashed instance may not answer yet: ask the live one and ZooKeeper
+my @after = latch_nodes();
+like(node_data("$GROUP/$after[0]"), qr/"instance":"\Q$name_of{$f}\E"/,
+	'the lowest latch node is the surviving instance\'s');
+is(q1($f, "SELECT leader_znode, is_us FROM zk_leaders WHERE group_name = 'cron'"),
+	"$GROUP/$after[0]|t", 'and the surviving instance\'s zk_leaders says it leads');
 $l2 = single_leader();
 is($l2 // '', $f, 'the restarted instance follows');
 ($l, $f) = ($f, $l);
@@ -254,16 +307,17 @@ is($l2 // '', $f, 'the restarted instance follows');
 note 'the leader\'s worker is paused (SIGSTOP): its session expires';
 
 $wpid = worker_pid($l);
+$sid = session_of($l);
 my $both = 0;
 $t0 = time;
 kill 'STOP', $wpid;
 my ($t_false, $t_moved);
 ok( poll_until(
 		sub {
-			my $ll = is_leader($l);
+			my $ll = leads($l) // 'no answer';
 			my $ff = is_leader($f);
-			$both ||= $ll && $ff;
-			$t_false //= time - $t0 if !$ll;
+			$both ||= $ll eq 't' && $ff;
+			$t_false //= time - $t0 if $ll eq 'f';
 			return $ff;
 		},
 		timeout => 30,
@@ -275,6 +329,7 @@ ok(defined $t_false && $t_false < $t_moved,
 	'the paused instance stopped saying it leads before the other started');
 note sprintf('paused leader false after %.2f s, other leads after %.2f s',
 	$t_false // -1, $t_moved);
+ok(zk_expired($sid), 'ZooKeeper expired the paused worker\'s session');
 kill 'CONT', $wpid;
 ok( poll_until(
 		sub { $l->log_contains(qr/zklock: this instance no longer leads group "cron"/) }),
@@ -289,7 +344,7 @@ note 'another client deletes the leader\'s node';
 my ($lowest) = latch_nodes();
 ZkLockTest::zk_python($zk, 'zk.delete(args[0])', "$GROUP/$lowest");
 ok(poll_until(sub { is_leader($f) }, timeout => 30), 'the next instance leads');
-ok(poll_until(sub { !is_leader($l) }, timeout => 30),
+ok(poll_until(sub { (leads($l) // '') eq 'f' }, timeout => 30),
 	'the instance whose node was deleted no longer says it leads');
 ok( poll_until(
 		sub {
@@ -310,7 +365,7 @@ my $lnode = leaders_view($l)->{cron}{znode};
 set_groups($l, '');
 ok(poll_until(sub { is_leader($f) }, timeout => 30),
 	'the other instance leads once the group is left');
-ok(!is_leader($l), 'the instance that left does not lead');
+is(leads($l), 'f', 'the instance that left does not lead');
 ok(poll_until(sub { latch_count() == 1 }), 'its latch node is deleted');
 ok(poll_until(sub { !grep { "$GROUP/$_" eq $lnode } latch_nodes() }),
 	'the node that is gone is the one that led');
@@ -352,7 +407,7 @@ ok( poll_until(
 		},
 		timeout => 30),
 	'both instances see Curator as the leader');
-ok(!is_leader($pa) && !is_leader($pb), 'no instance says it leads');
+is(neither_leads(), 'f,f', 'no instance says it leads');
 is(q1($pa, "SELECT is_us FROM zk_leaders"), 'f', 'zk_leaders: not us');
 is($curator->ask(c1 => 'latch-leader'), 'ok true curator-1', 'Curator leads');
 
@@ -418,7 +473,7 @@ ok(single_leader(), 'the primaries still have exactly one leader');
 set_groups($_, '') foreach ($pa, $pb);
 ok(poll_until(sub { is_leader($st) }, timeout => 30),
 	'once the primaries leave, the standby leads');
-ok(!is_leader($pa) && !is_leader($pb), 'alone');
+is(neither_leads(), 'f,f', 'alone');
 $st->stop('fast');
 
 done_testing();

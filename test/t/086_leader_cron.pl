@@ -45,7 +45,10 @@ sub q1
 	return $rc == 0 ? $out : undef;
 }
 
-sub is_leader { return (q1($_[0], "SELECT zk_is_leader('cron')") // '') eq 't'; }
+# zk_is_leader('cron') of a node: 't' or 'f', undef when it could not be asked.
+sub leads { return q1($_[0], "SELECT zk_is_leader('cron')"); }
+
+sub is_leader { return (leads($_[0]) // '') eq 't'; }
 
 # The job's command, as pg_cron stores and runs it.
 sub run_job_directly
@@ -92,7 +95,8 @@ is( q1(
 	       BETWEEN 2 + (SELECT count(*) FROM cron.job_run_details WHERE status = 'succeeded')
 	           AND 2 + (SELECT count(*) FROM cron.job_run_details WHERE status <> 'failed')}),
 	't', 'every pg_cron run on the leader inserted one row');
-ok(is_leader($leader) && !is_leader($follower), 'leadership did not move meanwhile');
+is(join(',', map { leads($_) // 'no answer' } ($leader, $follower)), 't,f',
+	'leadership did not move meanwhile');
 
 # ---------------------------------------------------------------------------
 note 'the leader stops: the job runs on the other instance';
@@ -100,6 +104,17 @@ note 'the leader stops: the job runs on the other instance';
 $leader->stop('fast');
 ok(poll_until(sub { is_leader($follower) }, timeout => 30),
 	'the other instance leads');
+# the stopped one cannot be asked: the live one and ZooKeeper say who leads
+like(q1($follower, "SELECT is_us, leader_id FROM zk_leaders WHERE group_name = 'cron'"),
+	qr/^t\|\{"instance":"\Q${\ $follower->name }\E"/,
+	'zk_leaders on the live instance names it as the leader');
+my @latch = grep { /-latch-\d{10}$/ } ZkLockTest::zk_children($zk, '/zklock/cron');
+is(scalar @latch, 1, 'ZooKeeper has one latch node left');
+like( ZkLockTest::zk_python(
+		$zk, q{print(zk.get(args[0])[0].decode(), end='')},
+		"/zklock/cron/" . ($latch[0] // 'none')),
+	qr/^\{"instance":"\Q${\ $follower->name }\E"/,
+	'the live instance\'s');
 run_job_directly($follower);
 is(runs($follower), 1, 'the job now inserts on the new leader');
 

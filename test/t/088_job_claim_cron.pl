@@ -1,7 +1,8 @@
 # 088_job_claim_cron.pl
 #    The real pg_cron (Debian postgresql-15-cron) on two instances sharing
 #    one ZooKeeper, running the same job every minute, one instance's job
-#    delayed (clock skew, a late cron) by more than the job takes:
+#    late (clock skew, a late cron): it starts after the other instance's
+#    run of the same slot has finished.
 #
 #      - guarded by zk_job_claim('report', date_trunc('minute', now())),
 #        the job runs exactly once per slot;
@@ -32,19 +33,34 @@ use ZkLockTest::Session qw(poll_until);
 my $zk = ZkLockTest::zk_start();
 my ($pa, $pb) = ZkLockTest::cron_nodes($zk, 'jcron');
 
-# The job, in both patterns.  knobs: how long the instance's run is late
-# (pg_sleep before anything else; now(), the transaction's start, still
-# names the slot the cron fired for) and whether it fails after claiming.
+# The job, in both patterns.  knobs: whether the instance's runs are late
+# and whether it fails after claiming.  A late run waits, before anything
+# else, until the test has put its slot into table go, which it does once
+# the other instance's runs of that slot have finished (now(), the
+# transaction's start, still names the slot the cron fired for); it gives
+# up with an error after 150 s.
 my $SETUP = q{
 CREATE EXTENSION pg_cron;
 CREATE TABLE runs (instance text NOT NULL, pattern text NOT NULL,
                    slot timestamptz NOT NULL,
                    at timestamptz NOT NULL DEFAULT clock_timestamp());
-CREATE TABLE knobs (delay float8 NOT NULL, fail boolean NOT NULL);
-INSERT INTO knobs VALUES (0, false);
+CREATE TABLE knobs (late boolean NOT NULL, fail boolean NOT NULL);
+INSERT INTO knobs VALUES (false, false);
+CREATE TABLE go (slot timestamptz PRIMARY KEY);
+CREATE FUNCTION wait_turn(s timestamptz) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + interval '150 s';
+BEGIN
+    WHILE (SELECT late FROM knobs) AND NOT EXISTS (SELECT 1 FROM go WHERE go.slot = s) LOOP
+        IF clock_timestamp() > deadline THEN
+            RAISE EXCEPTION 'slot % of the late run was not let go within 150 s', s;
+        END IF;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END $$;
 CREATE FUNCTION report_claim(slot timestamptz) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_sleep((SELECT delay FROM knobs));
+    PERFORM wait_turn(slot);
     IF zk_job_claim('report', slot) THEN
         INSERT INTO runs (instance, pattern, slot)
             VALUES (current_setting('cluster_name'), 'claim', slot);
@@ -55,7 +71,7 @@ BEGIN
 END $$;
 CREATE FUNCTION report_lock(slot timestamptz) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_sleep((SELECT delay FROM knobs));
+    PERFORM wait_turn(slot);
     IF zk_lock_try_xact('report-lock') THEN
         INSERT INTO runs (instance, pattern, slot)
             VALUES (current_setting('cluster_name'), 'lock', slot);
@@ -123,9 +139,9 @@ is(runs_in('claim', $S4), 1, 'and nobody runs it again');
 $pa->safe_psql('postgres', 'UPDATE knobs SET fail = false');
 
 # ---------------------------------------------------------------------------
-note 'pg_cron fires both patterns every minute on both instances, b 5 s late';
+note 'pg_cron fires both patterns every minute on both instances, b late';
 
-$pb->safe_psql('postgres', 'UPDATE knobs SET delay = 5');
+$pb->safe_psql('postgres', 'UPDATE knobs SET late = true');
 foreach my $node ($pa, $pb)
 {
 	$node->safe_psql('postgres', q{
@@ -152,6 +168,11 @@ sub fired_slots
 my $slot;
 ok( poll_until(
 		sub {
+			# b's runs of a slot go on once both of a's have finished
+			foreach my $s (fired_slots($pa))
+			{
+				q1($pb, "INSERT INTO go VALUES ('$s') ON CONFLICT DO NOTHING");
+			}
 			my %b = map { $_ => 1 } fired_slots($pb);
 			($slot) = grep { $b{$_} } fired_slots($pa);
 			return defined $slot;
