@@ -40,7 +40,9 @@ EXTENSION = zklock
 DATA = \
 	sql/zklock--1.0.sql \
 	sql/zklock--1.1.sql \
-	sql/zklock--1.0--1.1.sql
+	sql/zklock--1.2.sql \
+	sql/zklock--1.0--1.1.sql \
+	sql/zklock--1.1--1.2.sql
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -82,7 +84,7 @@ bench-smoke:
 
 # PGXN distribution: git archive of HEAD (uncommitted changes are not in it),
 # named after the top-level "version" of META.json, which must be the
-# default_version of zklock.control (1.1 -> 1.1.0).
+# default_version of zklock.control (1.2 -> 1.2.0).
 DIST_VERSION = $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json)
 DIST_ZIP = $(EXTENSION)-$(DIST_VERSION).zip
 

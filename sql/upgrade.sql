@@ -1,8 +1,8 @@
 -- Packaging of the SQL API:
---   * a fresh CREATE EXTENSION zklock (the default version) and 1.0 updated
---     to it leave the same objects, definitions, comments and privileges
---     (sql/zklock--1.1.sql and sql/zklock--1.0--1.1.sql must stay
---     equivalent);
+--   * a fresh CREATE EXTENSION zklock (the default version), 1.0 updated
+--     to it through 1.1, and 1.1 updated to it leave the same objects,
+--     definitions, comments and privileges (each install script and the
+--     update path ending in its version must stay equivalent);
 --   * no function or view of the extension is usable by PUBLIC;
 --   * CREATE EXTENSION changes no object it does not own (a user's zk_*
 --     function keeps its privileges);
@@ -107,26 +107,48 @@ SELECT * FROM upg.zk_mine_privileges();
 SELECT * FROM upg.zklock_public_can_use();
 CREATE TABLE upg.fresh AS SELECT * FROM upg.zklock_objects();
 DROP EXTENSION zklock;
--- 2. 1.0, then ALTER EXTENSION UPDATE to the default version.
+-- the update paths to 1.2
+SELECT source, target, path FROM pg_extension_update_paths('zklock')
+ WHERE target = '1.2' AND path IS NOT NULL
+ ORDER BY source;
+-- 2. 1.0, then ALTER EXTENSION UPDATE to 1.1, then to the default version.
 CREATE EXTENSION zklock VERSION '1.0';
 -- 1.0 took EXECUTE from PUBLIC on zk_mine() too (what 1.1 fixes)
 SELECT * FROM upg.zk_mine_privileges();
 -- the owner repairs it; the update must not take it again
 GRANT EXECUTE ON FUNCTION public.zk_mine() TO PUBLIC;
+ALTER EXTENSION zklock UPDATE TO '1.1';
 ALTER EXTENSION zklock UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'zklock';
 SELECT public_can_execute FROM upg.zk_mine_privileges();
 CREATE TABLE upg.updated AS SELECT * FROM upg.zklock_objects();
+DROP EXTENSION zklock;
+-- 2b. 1.1, then ALTER EXTENSION UPDATE to the default version.
+CREATE EXTENSION zklock VERSION '1.1';
+ALTER EXTENSION zklock UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'zklock';
+CREATE TABLE upg.updated_1_1 AS SELECT * FROM upg.zklock_objects();
 -- the properties compared: each was found for some object
 SELECT property, count(*) > 0 AS found FROM upg.fresh GROUP BY property ORDER BY property;
 SELECT count(*) > 0 AS has_members FROM upg.fresh WHERE property = 'member';
--- every difference between the two (none)
+-- every difference between fresh and updated from 1.0 (none)
 (SELECT 'fresh only' AS side, * FROM upg.fresh
  EXCEPT ALL SELECT 'fresh only', * FROM upg.updated)
 UNION ALL
 (SELECT 'updated only', * FROM upg.updated
  EXCEPT ALL SELECT 'updated only', * FROM upg.fresh)
 ORDER BY object, property, side;
+-- every difference between fresh and updated from 1.1 (none)
+(SELECT 'fresh only' AS side, * FROM upg.fresh
+ EXCEPT ALL SELECT 'fresh only', * FROM upg.updated_1_1)
+UNION ALL
+(SELECT 'updated only', * FROM upg.updated_1_1
+ EXCEPT ALL SELECT 'updated only', * FROM upg.fresh)
+ORDER BY object, property, side;
+-- 1.2's objects are there
+SELECT object FROM upg.fresh
+ WHERE property = 'member' AND object ~ 'zk_stats'
+ ORDER BY object;
 DROP EXTENSION zklock;
 -- 3. Into a schema of its own: everything goes there and works from there.
 CREATE SCHEMA s;
@@ -148,6 +170,7 @@ BEGIN;
 SELECT s.zk_lock_acquire_xact('reg/schema', 0);
 COMMIT;
 SELECT state FROM s.zk_status();
+SELECT grants > 0 AS counted FROM s.zk_stats;
 -- the scripts refer to the schema as @extschema@: not relocatable
 ALTER EXTENSION zklock SET SCHEMA public;
 \c :regress_db

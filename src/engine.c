@@ -452,6 +452,7 @@ sent(ZkCall *c, int rc)
 	{
 		c->part->inflight++;
 		c->part->calls++;
+		pg_atomic_fetch_add_u64(&zk_shared->n_zk_requests, 1);
 		return;
 	}
 

@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * monitor.c
- *	  What a DBA sees: the zk_locks view and zk_status().
+ *	  What a DBA sees: the zk_locks view, zk_status() and the zk_stats view.
  *
- * Both read the shared state of protocol.h: every entry of the instance
- * (held, waiting, lost or being released) and the worker's session.  They
- * copy what they need under the lock and build rows afterwards, so they
- * never hold up the worker.
+ * They read the shared state of protocol.h: every entry of the instance
+ * (held, waiting, lost or being released), the worker's session and the
+ * atomic counters.  They copy what they need under the lock (the counters
+ * need none) and build rows afterwards, so they never hold up the worker.
  *
  *-------------------------------------------------------------------------
  */
@@ -198,6 +198,81 @@ zk_status(PG_FUNCTION_ARGS)
 		nulls[10] = true;
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* ---- cumulative counters ---- */
+
+/*
+ * Columns of zk_stats (1.2): the cumulative counters, the two gauges and
+ * when the counters were last reset.
+ */
+#define ZK_STATS_COLS 13
+
+/*
+ * The row of the zk_stats view: reads the atomic counters of ZkShared, no
+ * lock (a row may mix counts a few grants apart; each one is exact).
+ */
+PG_FUNCTION_INFO_V1(zk_stats_internal);
+Datum
+zk_stats_internal(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[ZK_STATS_COLS];
+	bool		nulls[ZK_STATS_COLS] = {0};
+	pg_atomic_uint64 *const counters[] = {
+		&zk_shared->n_requests,
+		&zk_shared->n_grants,
+		&zk_shared->n_local_grants,
+		&zk_shared->n_waits,
+		&zk_shared->n_timeouts,
+		&zk_shared->n_cancels,
+		&zk_shared->n_session_losses,
+		&zk_shared->n_reconnects,
+		&zk_shared->n_orphans,
+		&zk_shared->n_zk_requests,
+	};
+	int			i;
+
+	zk_check_preloaded();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	StaticAssertStmt(lengthof(counters) + 3 == ZK_STATS_COLS,
+					 "zk_stats columns");
+
+	for (i = 0; i < lengthof(counters); i++)
+		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(counters[i]));
+	values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&zk_shared->n_nodes));
+	values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&zk_shared->n_watches));
+	values[i] = TimestampTzGetDatum((TimestampTz)
+									pg_atomic_read_u64(&zk_shared->stats_reset));
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * zk_stats_reset(): sets the cumulative counters of zk_stats (and so those
+ * of zk_status()) to zero and stats_reset to now.  The gauges (nodes,
+ * watches) are the engine's current state and stay.  Counts made while it
+ * runs may land before or after the reset.
+ */
+PG_FUNCTION_INFO_V1(zk_stats_reset);
+Datum
+zk_stats_reset(PG_FUNCTION_ARGS)
+{
+	zk_check_preloaded();
+	pg_atomic_write_u64(&zk_shared->n_requests, 0);
+	pg_atomic_write_u64(&zk_shared->n_grants, 0);
+	pg_atomic_write_u64(&zk_shared->n_local_grants, 0);
+	pg_atomic_write_u64(&zk_shared->n_waits, 0);
+	pg_atomic_write_u64(&zk_shared->n_timeouts, 0);
+	pg_atomic_write_u64(&zk_shared->n_cancels, 0);
+	pg_atomic_write_u64(&zk_shared->n_session_losses, 0);
+	pg_atomic_write_u64(&zk_shared->n_reconnects, 0);
+	pg_atomic_write_u64(&zk_shared->n_orphans, 0);
+	pg_atomic_write_u64(&zk_shared->n_zk_requests, 0);
+	pg_atomic_write_u64(&zk_shared->stats_reset,
+						(uint64) GetCurrentTimestamp());
+	PG_RETURN_VOID();
 }
 
 /* ---- participants across the cluster ---- */

@@ -116,6 +116,11 @@ zk_shmem_startup(void)
 		pg_atomic_init_u64(&zk_shared->n_reconnects, 0);
 		pg_atomic_init_u64(&zk_shared->n_session_losses, 0);
 		pg_atomic_init_u64(&zk_shared->n_orphans, 0);
+		pg_atomic_init_u64(&zk_shared->n_waits, 0);
+		pg_atomic_init_u64(&zk_shared->n_cancels, 0);
+		pg_atomic_init_u64(&zk_shared->n_zk_requests, 0);
+		pg_atomic_init_u64(&zk_shared->stats_reset,
+						   (uint64) GetCurrentTimestamp());
 		pg_atomic_init_u32(&zk_shared->n_nodes, 0);
 		pg_atomic_init_u32(&zk_shared->n_watches, 0);
 		dlist_init(&zk_shared->free_entries);
@@ -293,6 +298,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 	e->result = 0;
 	e->rows = 0;
 	e->revoke_requested = false;
+	e->waited = false;
 	e->sqlerrcode = 0;
 	e->errmsg[0] = '\0';
 	e->node[0] = '\0';
@@ -731,6 +737,10 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 	}
 	PG_CATCH();
 	{
+		int			code = geterrcode();
+
+		if (code == ERRCODE_QUERY_CANCELED || code == ERRCODE_LOCK_NOT_AVAILABLE)
+			pg_atomic_fetch_add_u64(&zk_shared->n_cancels, 1);
 		if (LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);
 		zk_give_up(id, generation);
@@ -1172,16 +1182,25 @@ zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode, const char *fmt,...
 	zk_wake(procno);
 }
 
-/* Record the node of a request and the node it waits for ("" for none). */
+/*
+ * Record the node of a request and the node it waits for ("" for none).
+ * Called for requests that wait (for another node, a local holder, a
+ * barrier); the first call for a request counts it in n_waits.
+ */
 void
 zk_set_node(int id, const char *node, const char *waiting_on)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
+	bool		first_wait;
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	strlcpy(e->node, node ? node : "", ZK_NODE_MAX);
 	strlcpy(e->waiting_on, waiting_on ? waiting_on : "", ZK_NODE_MAX);
+	first_wait = e->state == ZKE_PENDING && !e->waited;
+	e->waited = true;
 	LWLockRelease(zk_shared->lock);
+	if (first_wait)
+		pg_atomic_fetch_add_u64(&zk_shared->n_waits, 1);
 }
 
 /*

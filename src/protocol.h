@@ -109,6 +109,7 @@ typedef struct ZkEntry
 	int64		result;			/* one-shot requests: their answer */
 	dsm_handle	rows;			/* listings: a DSM segment of rows, or 0 */
 	bool		revoke_requested;	/* someone asked the holder to let go */
+	bool		waited;			/* counted in n_waits (zk_set_node) */
 	int			sqlerrcode;		/* for FAILED */
 	char		errmsg[ZK_ERRMSG_MAX];
 	char		node[ZK_NODE_MAX];	/* our node, once created */
@@ -152,7 +153,11 @@ typedef struct ZkShared
 	char		server[128];	/* host:port the session is connected to */
 	char		last_error[ZK_ERRMSG_MAX];
 
-	/* counters for zk_status() */
+	/*
+	 * Counters for zk_status() and zk_stats (monitor.c): cumulative since
+	 * shared memory was set up or zk_stats_reset(), without a lock.
+	 */
+	pg_atomic_uint64 stats_reset;	/* TimestampTz of the last reset */
 	pg_atomic_uint64 n_requests;
 	pg_atomic_uint64 n_grants;
 	pg_atomic_uint64 n_local_grants;
@@ -160,6 +165,9 @@ typedef struct ZkShared
 	pg_atomic_uint64 n_reconnects;
 	pg_atomic_uint64 n_session_losses;
 	pg_atomic_uint64 n_orphans;
+	pg_atomic_uint64 n_waits;	/* requests that had to wait for another */
+	pg_atomic_uint64 n_cancels; /* waits ended by cancel or a timeout GUC */
+	pg_atomic_uint64 n_zk_requests; /* calls the engine sent to ZooKeeper */
 	pg_atomic_uint32 n_nodes;	/* znodes of ours the engine tracks */
 	pg_atomic_uint32 n_watches;	/* watches it has set */
 

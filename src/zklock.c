@@ -41,6 +41,7 @@ int			zklock_handoff_time = 50;
 int			zklock_retain_time = 0;
 char	   *zklock_leader_groups = NULL;
 int			zklock_claim_retention = 7 * 24 * 3600;
+bool		zklock_session_locks = true;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -278,6 +279,16 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("zklock.session_locks",
+							 "Allows session-scope acquisitions (zk_lock_acquire, zk_lock_try, ...).",
+							 "Turn it off where a connection pooler in transaction mode shares server sessions between clients: "
+							 "a session-scope holding outlives its transaction and would pass to the next client.  "
+							 "The *_xact functions are not affected.",
+							 &zklock_session_locks,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("zklock");
 
 	prev_process_utility_hook = ProcessUtility_hook;

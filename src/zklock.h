@@ -70,6 +70,7 @@ extern int	zklock_handoff_time;
 extern int	zklock_retain_time;
 extern char *zklock_leader_groups;
 extern int	zklock_claim_retention;
+extern bool zklock_session_locks;
 
 /*
  * What a backend can ask for.  Each kind is one driver of the engine

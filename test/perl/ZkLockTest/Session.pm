@@ -56,10 +56,12 @@ our @EXPORT_OK = qw(poll_until sqlstate children_become);
 
 =over
 
-=item ZkLockTest::Session->new($node, dbname => 'postgres')
+=item ZkLockTest::Session->new($node, dbname => 'postgres', connstr => undef)
 
 Connects to C<$node> and returns the session once it is ready; its backend
-pid is known then.
+pid is known then.  C<connstr> connects elsewhere with C<$node>'s psql (a
+connection pooler in front of it, say) instead of to C<$node>'s database
+C<dbname>.
 
 =cut
 
@@ -79,7 +81,7 @@ sub new
 	$self->{run} = IPC::Run::start(
 		[
 			$node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=0',
-			'-v', 'VERBOSITY=verbose', '-d', $node->connstr($dbname),
+			'-v', 'VERBOSITY=verbose', '-d', $opts{connstr} // $node->connstr($dbname),
 			'-f', '-'
 		],
 		'<', \$self->{in}, '>', \$self->{out}, '2>', \$self->{err},

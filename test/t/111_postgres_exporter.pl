@@ -1,0 +1,151 @@
+# 111_postgres_exporter.pl
+#    zk_stats counts exactly what the sessions did (grants, local grants,
+#    waits, timeouts, cancels), and the real Prometheus postgres_exporter
+#    (Debian package prometheus-postgres-exporter) with zklock's queries
+#    file (monitoring/postgres_exporter.yaml) serves them, the session
+#    state and zk_locks by state on /metrics, scraped over loopback.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use HTTP::Tiny;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use ZkLockTest;
+use ZkLockTest::Session qw(poll_until sqlstate);
+
+my $EXPORTER = '/usr/bin/prometheus-postgres-exporter';
+my $QUERIES = "$FindBin::RealBin/../../monitoring/postgres_exporter.yaml";
+plan skip_all =>
+  'postgres_exporter is not installed (Debian package prometheus-postgres-exporter)'
+  unless -x $EXPORTER;
+
+my $zk = ZkLockTest::zk_start();
+my $node = ZkLockTest::pg_node('exported', $zk);
+
+sub stats
+{
+	my $row = $node->safe_psql('postgres',
+		'SELECT requests, grants, local_grants, waits, timeouts, cancels FROM zk_stats');
+	my %s;
+	@s{qw(requests grants local_grants waits timeouts cancels)} = split /\|/, $row;
+	return \%s;
+}
+
+# ---------------------------------------------------------------------------
+note 'lock traffic, counted';
+
+$node->safe_psql('postgres', 'SELECT zk_stats_reset()');
+is_deeply(
+	stats(),
+	{ requests => 0, grants => 0, local_grants => 0, waits => 0, timeouts => 0, cancels => 0 },
+	'zk_stats_reset() starts every counter from 0');
+
+my ($a, $b, $c, $d, $e) = map { ZkLockTest::Session->new($node) } 1 .. 5;
+is($a->query_ok("SELECT zk_lock_acquire('exp/x')"), 't', 'a holds exp/x');
+$b->send("SELECT zk_lock_acquire('exp/x')");
+ZkLockTest::wait_for_extension_wait($node, $b->pid);
+is($c->query("SELECT zk_lock_acquire('exp/x', 200)"), 'f', 'c times out');
+my (undef, $err) =
+  $d->query("SET statement_timeout = 200; SELECT zk_lock_acquire('exp/x')");
+is(sqlstate($err), '57014', 'd is cancelled by statement_timeout');
+is($a->query_ok("SELECT zk_lock_release('exp/x')"), 't', 'a releases');
+is($b->result, 't', 'b gets the lock (a local hand-off)');
+$e->send("SELECT zk_lock_acquire('exp/x')");
+ZkLockTest::wait_for_extension_wait($node, $e->pid);
+is_deeply(
+	stats(),
+	{ requests => 5, grants => 2, local_grants => 1, waits => 4, timeouts => 1, cancels => 1 },
+	'zk_stats: 5 requests, 2 grants (1 local), 4 waits (1 timed out, 1 cancelled)');
+
+# ---------------------------------------------------------------------------
+note 'the exporter serves them';
+
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+my $user = $node->safe_psql('postgres', 'SELECT current_user');
+local $ENV{DATA_SOURCE_NAME} = sprintf(
+	'host=%s port=%d user=%s dbname=postgres sslmode=disable',
+	$node->host, $node->port, $user);
+my ($xout, $xerr) = ('', '');
+my $exporter = IPC::Run::start(
+	[
+		$EXPORTER, "--web.listen-address=127.0.0.1:$port",
+		"--extend.query-path=$QUERIES"
+	],
+	'<', \undef, '>', \$xout, '2>', \$xerr);
+END { $exporter->kill_kill if $exporter && $exporter->pumpable; }
+
+my $http = HTTP::Tiny->new(timeout => 10);
+my %m;
+my $scraped = '';
+ok( poll_until(
+		sub {
+			my $r = $http->get("http://127.0.0.1:$port/metrics");
+			return 0 unless $r->{success};
+			%m = ();
+			$scraped = $r->{content};
+			# name{labels} value; the exporter adds a label server="..."
+			foreach (split /\n/, $r->{content})
+			{
+				next unless /^(\w+)(?:\{(.*)\})? (\S+)$/;
+				my ($name, $labels, $value) = ($1, $2 // '', $3);
+				$labels =~ s/(^|,)server="[^"]*"//;
+				$labels =~ s/^,//;
+				$m{ $labels eq '' ? $name : "$name\{$labels\}" } = $value;
+			}
+			return exists $m{zklock_stats_grants_total};
+		},
+		timeout => 60,
+		interval => 0.5),
+	'/metrics has zklock_stats')
+  or diag "exporter output: $xerr\nscraped:\n"
+  . join("\n", grep { /^zklock_/ } split /\n/, $scraped);
+
+is($m{pg_up}, 1, 'the exporter reaches the instance');
+is($m{pg_exporter_last_scrape_error}, 0, 'every query of the scrape worked');
+my %want = (
+	requests_total => 5,
+	grants_total => 2,
+	local_grants_total => 1,
+	waits_total => 4,
+	timeouts_total => 1,
+	cancels_total => 1,
+	session_losses_total => 0,
+	orphans_deleted_total => 0,
+	nodes => 1,
+);
+is($m{"zklock_stats_$_"}, $want{$_}, "zklock_stats_$_ $want{$_}")
+  foreach sort keys %want;
+cmp_ok($m{zklock_stats_zk_requests_total}, '>=', 3,
+	'zklock_stats_zk_requests_total: at least the create, listing and data watch of the node');
+cmp_ok($m{zklock_stats_watches}, '>=', 1, 'zklock_stats_watches: at least one');
+cmp_ok($m{zklock_stats_reconnects_total}, '<=', 1,
+	'zklock_stats_reconnects_total: no more than the first connection');
+my $reset = $node->safe_psql('postgres',
+	'SELECT extract(epoch FROM stats_reset) FROM zk_stats');
+ok(abs($m{zklock_stats_reset_time_seconds} - $reset) < 0.001,
+	'zklock_stats_reset_time_seconds: when zk_stats_reset() ran');
+is($m{'zklock_session_state{state="connected"}'},
+	1, 'zklock_session_state: connected');
+is( join(',', map { $m{"zklock_session_state{state=\"$_\"}"} }
+		  ('connecting', 'suspended', 'lost', 'no worker')),
+	'0,0,0,0',
+	'and no other state');
+is($m{zklock_status_session_timeout_ms}, 4000, 'zklock_status_session_timeout_ms');
+is($m{'zklock_locks_count{state="held"}'}, 1, 'zklock_locks_count: b holds');
+is($m{'zklock_locks_count{state="waiting"}'}, 1, 'and e waits');
+is($m{'zklock_locks_count{state="lost"}'} + $m{'zklock_locks_count{state="releasing"}'},
+	0, 'nothing lost or releasing');
+
+is($b->query_ok("SELECT zk_lock_release('exp/x')"), 't', 'b releases');
+is($e->result, 't', 'e gets the lock');
+is($e->query_ok("SELECT zk_lock_release('exp/x')"), 't', 'e releases');
+$_->quit foreach ($a, $b, $c, $d, $e);
+$exporter->kill_kill;
+done_testing();
