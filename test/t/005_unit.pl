@@ -12,14 +12,14 @@ use IPC::Run;
 
 my $src = $ENV{TESTDIR} // '.';
 my $tmp = PostgreSQL::Test::Utils::tempdir();
-my %units = ('nodename_test' => [ 'test/unit/nodename_test.c', 'src/nodename.c' ]);
+my %units = ('nodename_test' => [ 'test/unit/nodename_test.c', 'src/shared/nodename.c' ]);
 
 foreach my $unit (sort keys %units)
 {
 	my $bin = "$tmp/$unit";
 	my @files = map { "$src/$_" } @{ $units{$unit} };
 	my ($out, $err);
-	ok(IPC::Run::run([ 'cc', '-Wall', '-Werror', "-I$src/src", '-o', $bin, @files ],
+	ok(IPC::Run::run([ 'cc', '-Wall', '-Werror', "-I$src/src/shared", '-o', $bin, @files ],
 			'>', \$out, '2>', \$err),
 		"$unit compiles")
 	  or diag $err;
