@@ -12,9 +12,12 @@
 MODULE_big = zklock
 OBJS = \
 	src/zklock.o \
+	src/shared/settings.o \
+	src/shared/kinds.o \
 	src/shared/protocol.o \
 	src/shared/naming.o \
 	src/shared/nodename.o \
+	src/backend/args.o \
 	src/backend/lock.o \
 	src/backend/barrier.o \
 	src/backend/double_barrier.o \
@@ -43,7 +46,8 @@ DATA = \
 	sql/zklock--1.0--1.1.sql
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
-PG_CPPFLAGS = -I$(srcdir)/src/shared -I$(srcdir)/src/backend -I$(srcdir)/src/worker
+# project headers are named by their directory: "shared/protocol.h"
+PG_CPPFLAGS = -I$(srcdir)/src
 SHLIB_LINK = -lzookeeper_st
 
 # pg_regress runs on its own temporary instance; test/run-tests writes the

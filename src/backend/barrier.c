@@ -18,7 +18,8 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "protocol.h"
+#include "backend/args.h"
+#include "shared/protocol.h"
 
 /*
  * Ask the worker, wait until the deadline (0: none).  Returns true and the

@@ -19,8 +19,9 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "holdings.h"
-#include "protocol.h"
+#include "backend/args.h"
+#include "backend/holdings.h"
+#include "shared/protocol.h"
 
 PG_FUNCTION_INFO_V1(zk_job_claim);
 Datum

@@ -18,7 +18,8 @@
 
 #include "fmgr.h"
 
-#include "holdings.h"
+#include "backend/args.h"
+#include "backend/holdings.h"
 
 /*
  * zk_double_barrier_enter(name, members, timeout_ms): true once at least

@@ -60,8 +60,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "holdings.h"
-#include "protocol.h"
+#include "backend/holdings.h"
+#include "shared/protocol.h"
 
 typedef struct ZkHoldingKey
 {

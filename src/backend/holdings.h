@@ -8,7 +8,7 @@
 #ifndef ZKLOCK_HOLDINGS_H
 #define ZKLOCK_HOLDINGS_H
 
-#include "zklock.h"
+#include "shared/zklock.h"
 
 /* No timeout: wait until granted (or cancelled). */
 #define ZK_WAIT_FOREVER (-1)

@@ -27,7 +27,8 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "protocol.h"
+#include "backend/args.h"
+#include "shared/protocol.h"
 
 /*
  * A copy of the published state of group "name" (NULL: all of them);

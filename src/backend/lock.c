@@ -22,8 +22,9 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
-#include "holdings.h"
-#include "protocol.h"
+#include "backend/args.h"
+#include "backend/holdings.h"
+#include "shared/protocol.h"
 
 /*
  * (name, timeout_ms), for the _try functions (name) alone, and since 1.1

@@ -20,8 +20,8 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "engine.h"
-#include "protocol.h"
+#include "backend/args.h"
+#include "shared/protocol.h"
 
 static const char *const kind_labels[ZK_NUM_KINDS] = {
 	[ZK_KIND_LOCK] = "lock",
@@ -82,7 +82,7 @@ put_lock_row(ReturnSetInfo *rsinfo, ZkEntry *e, const char *scope, int count)
 	{
 		char		path[ZK_PATH_MAX];
 		int			len = zk_path(path, sizeof(path), e->name,
-								  zk_driver_suffix(e->kind));
+								  zk_kind_suffix(e->kind));
 
 		snprintf(path + len, sizeof(path) - len, "/%s", e->node);
 		values[8] = CStringGetTextDatum(path);

@@ -20,23 +20,23 @@
  *	  counted as a lease of semaphore "pool";
  *	- a job claim's slot is a node named after its time in UTC.
  *
- * Validation happens in the backend, before anything is sent to ZooKeeper.
+ * Validation happens in the backend, before anything is sent to ZooKeeper
+ * (backend/args.c takes a name argument and checks it here), and in the
+ * check hooks of zklock.root and zklock.leader_groups.  Both sides build
+ * paths here: zk_path, and the slot names of job claims.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "fmgr.h"
 #include "mb/pg_wchar.h"
-#include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "holdings.h"
-#include "nodename.h"
-#include "zklock.h"
+#include "shared/nodename.h"
+#include "shared/zklock.h"
 
 /* Segments that name a recipe's own children (see the file header). */
 static const char *const reserved_segments[] = {"leases", "locks", "ready", "claims"};
@@ -146,54 +146,6 @@ zk_check_name(const char *name, const char *what)
 			(errcode(code),
 			 errmsg("invalid zklock %s \"%s\"", what, name),
 			 errdetail("%s", problem)));
-}
-
-/* A name given as text: in UTF-8 and checked (class 22 when unusable). */
-char *
-zk_name_from_text(text *t, const char *what)
-{
-	char	   *name = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t),
-										PG_UTF8);
-
-	if (name == VARDATA_ANY(t))
-		name = text_to_cstring(t);
-	zk_check_name(name, what);
-	return name;
-}
-
-/*
- * Argument argno of a SQL function, a timeout in milliseconds: NULL means
- * no limit (ZK_WAIT_FOREVER), 0 not to wait; negative is an error.
- */
-int64
-zk_timeout_arg(FunctionCallInfo fcinfo, int argno)
-{
-	int32		ms;
-
-	if (PG_ARGISNULL(argno))
-		return ZK_WAIT_FOREVER;
-	ms = PG_GETARG_INT32(argno);
-	if (ms < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("timeout_ms must not be negative"),
-				 errhint("Use NULL to wait without limit, 0 not to wait.")));
-	return ms;
-}
-
-/*
- * Argument argno of a SQL function, a name of what: NULL is an error, as
- * is a name zk_check_name() refuses.
- */
-char *
-zk_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	zk_check_preloaded();
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock %s must not be null", what)));
-	return zk_name_from_text(PG_GETARG_TEXT_PP(argno), what);
 }
 
 /*

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nodename.h"
+#include "shared/nodename.h"
 
 /* Node base names, as Curator and Kazoo spell them. */
 static const char *const form_bases[ZK_NUM_FORMS] = {

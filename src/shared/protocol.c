@@ -52,7 +52,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
-#include "protocol.h"
+#include "shared/protocol.h"
 
 /*
  * zklock.max_locks is capped so that every allocation scaling with it stays

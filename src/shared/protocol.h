@@ -35,7 +35,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 
-#include "zklock.h"
+#include "shared/zklock.h"
 
 typedef enum ZkEntryState
 {

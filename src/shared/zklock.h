@@ -57,7 +57,7 @@
 /* Columns of a listing row handed from the worker to a backend. */
 #define ZK_ROW_MAX_COLS		8
 
-/* settings (zklock.c) */
+/* settings (settings.c) */
 extern char *zklock_hosts;
 extern char *zklock_root;
 extern char *zklock_auth_file;
@@ -71,9 +71,12 @@ extern int	zklock_retain_time;
 extern char *zklock_leader_groups;
 extern int	zklock_claim_retention;
 
+extern void zk_define_settings(void);
+
 /*
  * What a backend can ask for.  Each kind is one driver of the engine
- * (src/recipes/); the protocol carries it without knowing what it means.
+ * (src/worker/recipes/); the protocol carries it without knowing what it
+ * means.
  */
 typedef enum ZkKind
 {
@@ -102,16 +105,21 @@ typedef enum ZkListWhat
 	ZK_LIST_CLAIMS				/* claims of a job */
 } ZkListWhat;
 
-/* zklock.c */
+/*
+ * Where a request's node is: under <zklock.root>/<name><suffix>, the suffix
+ * of its kind (zk_kind_suffix), as in Curator's layout.
+ */
+#define ZK_SUFFIX_LEASES	"/leases"	/* a semaphore's leases */
+#define ZK_SUFFIX_LOCKS		"/locks"	/* a semaphore's entry mutex */
+#define ZK_SUFFIX_CLAIMS	"/claims"	/* a job's claims */
+
+/* kinds.c */
 extern const char *zk_kind_name(ZkKind kind);
 extern const char *zk_kind_verb(ZkKind kind);
-extern void zk_check_preloaded(void);
+extern const char *zk_kind_suffix(ZkKind kind);
 
 /* naming.c */
 extern void zk_check_name(const char *name, const char *what);
-extern char *zk_name_from_text(text *t, const char *what);
-extern char *zk_name_arg(FunctionCallInfo fcinfo, int argno, const char *what);
-extern int64 zk_timeout_arg(FunctionCallInfo fcinfo, int argno);
 extern bool zk_check_root(char **newval, void **extra, GucSource source);
 extern bool zk_check_groups(char **newval, void **extra, GucSource source);
 extern int	zk_path(char *buf, size_t size, const char *name, const char *suffix);

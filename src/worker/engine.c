@@ -75,8 +75,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "engine.h"
-#include "session.h"
+#include "worker/engine.h"
+#include "worker/session.h"
 
 /* fencing token = czxid << TOKEN_SHIFT | grants before it on that node */
 #define TOKEN_SHIFT			10
@@ -230,16 +230,6 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	} while (0)
 
 static void advance(ZkPart *p);
-
-/*
- * What a kind's driver appends to <root>/<name> for the parent of its
- * node, for views (any process may ask).
- */
-const char *
-zk_driver_suffix(ZkKind kind)
-{
-	return drivers[kind] ? drivers[kind]->suffix : "";
-}
 
 static void seq_evaluate(ZkPart *p, const ZkResult *r);
 static void restart_instance_part(ZkPart *p, const char *why);
@@ -2576,6 +2566,11 @@ zk_engine_init(void)
 	ctl.entrysize = sizeof(ZkOpen);
 	open_parts = hash_create("zklock open parts", 64, &ctl,
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	/* a kind's driver puts its nodes where zk_locks shows them */
+	for (int k = 0; k < ZK_NUM_KINDS; k++)
+		Assert(drivers[k] == NULL ||
+			   strcmp(drivers[k]->suffix, zk_kind_suffix(k)) == 0);
 
 	reconciler = new_part(&reconciler_driver, "");
 	DRIVER_HOOKS(init);

@@ -17,12 +17,8 @@
 #include "lib/ilist.h"
 #include "lib/stringinfo.h"
 
-#include "nodename.h"
-#include "protocol.h"
-
-/* ---- for anyone ---- */
-
-extern const char *zk_driver_suffix(ZkKind kind);
+#include "shared/nodename.h"
+#include "shared/protocol.h"
 
 /* ---- what the worker loop calls ---- */
 
@@ -180,7 +176,8 @@ struct ZkPart
 struct ZkDriver
 {
 	ZkKind		kind;
-	const char *suffix;			/* our node's parent: <root>/<name><suffix> */
+	const char *suffix;			/* our node's parent: <root>/<name><suffix>;
+								 * a kind's driver: zk_kind_suffix(kind) */
 	ZkForm		form;			/* form of our node; NONE: step() drives */
 	bool		cohort;			/* entries of the instance share one part */
 	bool		shared;			/* several holders of one part at once */

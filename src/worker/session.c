@@ -72,8 +72,8 @@
 #include "utils/timestamp.h"
 #include "postmaster/postmaster.h"
 
-#include "protocol.h"
-#include "session.h"
+#include "shared/protocol.h"
+#include "worker/session.h"
 
 #define SESSION_FILE "zklock.session"
 

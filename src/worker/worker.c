@@ -32,10 +32,10 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-#include "engine.h"
-#include "protocol.h"
-#include "session.h"
-#include "worker.h"
+#include "shared/protocol.h"
+#include "worker/engine.h"
+#include "worker/session.h"
+#include "worker/worker.h"
 
 /* Tell the engine what happened to the session. */
 static void

@@ -19,7 +19,7 @@ foreach my $unit (sort keys %units)
 	my $bin = "$tmp/$unit";
 	my @files = map { "$src/$_" } @{ $units{$unit} };
 	my ($out, $err);
-	ok(IPC::Run::run([ 'cc', '-Wall', '-Werror', "-I$src/src/shared", '-o', $bin, @files ],
+	ok(IPC::Run::run([ 'cc', '-Wall', '-Werror', "-I$src/src", '-o', $bin, @files ],
 			'>', \$out, '2>', \$err),
 		"$unit compiles")
 	  or diag $err;

@@ -31,7 +31,7 @@
 
 #include "utils/elog.h"
 
-#include "engine.h"
+#include "worker/engine.h"
 
 /* tags of the drivers' calls */
 #define T_SET_CREATE	1

@@ -48,7 +48,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "engine.h"
+#include "worker/engine.h"
 
 /* tags */
 #define T_CLAIM_CREATE	1
@@ -435,7 +435,7 @@ static void claim_run(void);
 
 const ZkDriver zk_claim_driver = {
 	.kind = ZK_KIND_JOB_CLAIM,
-	.suffix = "/claims",
+	.suffix = ZK_SUFFIX_CLAIMS,
 	.form = ZK_FORM_NONE,
 	.step = claim_step,
 	.ask = claim_ask,

@@ -61,7 +61,7 @@
 
 #include "utils/memutils.h"
 
-#include "engine.h"
+#include "worker/engine.h"
 
 /* tags of the driver's calls */
 #define T_READY			1		/* exists("ready") with a watch */

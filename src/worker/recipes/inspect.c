@@ -29,7 +29,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/memutils.h"
 
-#include "engine.h"
+#include "worker/engine.h"
 
 /* tags of the participants' listing */
 #define T_PART_LIST		1

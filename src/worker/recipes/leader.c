@@ -49,7 +49,7 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "engine.h"
+#include "worker/engine.h"
 
 /* tags of the leader finding (observer and listings) */
 #define T_FIND_LIST		1

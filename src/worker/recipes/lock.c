@@ -27,7 +27,7 @@
 
 #include "utils/elog.h"
 
-#include "engine.h"
+#include "worker/engine.h"
 
 /* tags of the kinds check */
 #define T_CHECK_A	1
@@ -224,7 +224,7 @@ LOCK_FAMILY_DRIVER(ZK_KIND_READ, ZK_FORM_READ, true, shared_decide);
 
 const ZkDriver zk_semaphore_entry_driver = {
 	.kind = ZK_KIND_SEMAPHORE_ENTRY,
-	.suffix = "/locks",
+	.suffix = ZK_SUFFIX_LOCKS,
 	.form = ZK_FORM_LOCK,
 	.cohort = true,
 	.counts = entry_counts,

@@ -29,7 +29,7 @@
  */
 #include "postgres.h"
 
-#include "engine.h"
+#include "worker/engine.h"
 
 /* tags of the driver's calls */
 #define T_REVOKE_LIST	1

@@ -28,7 +28,7 @@
  */
 #include "postgres.h"
 
-#include "engine.h"
+#include "worker/engine.h"
 
 static bool
 lease_counts(ZkForm form)
@@ -44,7 +44,7 @@ lease_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 
 const ZkDriver zk_semaphore_driver = {
 	.kind = ZK_KIND_SEMAPHORE,
-	.suffix = "/leases",
+	.suffix = ZK_SUFFIX_LEASES,
 	.form = ZK_FORM_LEASE,
 	.watch_children = true,
 	.counts = lease_counts,
