@@ -28,6 +28,11 @@ OBJS = \
 	src/worker/worker.o \
 	src/worker/session.o \
 	src/worker/engine.o \
+	src/worker/calls.o \
+	src/worker/watches.o \
+	src/worker/sequential.o \
+	src/worker/handoff.o \
+	src/worker/reconciler.o \
 	src/worker/recipes/lock.o \
 	src/worker/recipes/semaphore.o \
 	src/worker/recipes/barrier.o \

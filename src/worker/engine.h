@@ -2,10 +2,12 @@
  *
  * engine.h
  *	  The engine inside the worker, as the worker loop and the recipe
- *	  drivers (src/recipes/) see it.
+ *	  drivers (src/worker/recipes/) see it.
  *
  * Only the worker process includes this: it is the only code that talks
- * to ZooKeeper.
+ * to ZooKeeper.  The engine is engine.c, calls.c, watches.c, sequential.c,
+ * handoff.c and reconciler.c (see engine.c); what they share beyond this
+ * is in engine_internal.h.
  *
  *-------------------------------------------------------------------------
  */
