@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
- * barriers.c
+ * barrier.c
  *	  The SQL side of the barrier (Curator's DistributedBarrier):
  *	  zk_barrier_set(), zk_barrier_remove() and zk_barrier_wait().
  *
- * Each call is one request to the worker (recipes/barrier.c), waited for
- * with the machinery of lock waits (zk_wait): cancel, statement_timeout
+ * Each call is one request to the worker (worker/recipes/barrier.c), waited
+ * for with the machinery of lock waits (zk_wait): cancel, statement_timeout
  * and lock_timeout end a wait as they end a lock wait, and a wait given up
- * leaves no watch behind.  Nothing is held afterwards: a barrier belongs
- * to no session.
+ * leaves no watch behind.  Nothing is held afterwards: a barrier belongs to
+ * no session.
  *
  *-------------------------------------------------------------------------
  */

@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * claims.c
+ * claim.c
  *	  The SQL side of job claims: zk_job_claim() and zk_job_claims().
  *
  * A claim of (job, slot) belongs to the calling transaction (holdings.c)
  * and becomes final when it commits; the worker's side is
- * recipes/claim.c.  The slot names the claim's znode by its time in UTC,
- * so every caller that computes the same slot (date_trunc('minute',
+ * worker/recipes/claim.c.  The slot names the claim's znode by its time in
+ * UTC, so every caller that computes the same slot (date_trunc('minute',
  * now()), say) names the same node whatever its TimeZone.
  *
  *-------------------------------------------------------------------------
@@ -71,7 +71,7 @@ claim_row_cmp(const void *a, const void *b)
 
 /*
  * The string value of "key" in JSON data zklock wrote (json_string in
- * engine.c escapes only quotes, backslashes and control characters), or
+ * worker/calls.c escapes only quotes, backslashes and control characters), or
  * NULL.
  */
 static char *

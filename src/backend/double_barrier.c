@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * double_barriers.c
+ * double_barrier.c
  *	  The SQL side of the double barrier (Curator's
  *	  DistributedDoubleBarrier): zk_double_barrier_enter() and
  *	  zk_double_barrier_leave().

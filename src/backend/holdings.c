@@ -36,7 +36,7 @@
  * Double barrier memberships (zk_hold_barrier_enter/leave) are kept apart
  * from both, in double_barrier.c.
  *
- * What "held" means is protocol.c's rule (zk_entry_check): the grant
+ * What "held" means is shared/protocol.c's rule (zk_entry_check): the grant
  * belongs to the worker's current ZooKeeper session, confirmed lately.
  * Every re-entrant grant, *_held and *_token answer and the COMMIT check
  * asks it; a holding whose session is gone is lost for every kind and
@@ -439,8 +439,8 @@ held_session(ZkKind kind, const char *name)
 /*
  * Take qty leases of a semaphore, all or none: its entry mutex, then, under
  * it, the qty lease nodes at once, and wait until all of them hold (see
- * recipes/semaphore.c for why that is exactly "the leases number at most
- * max_leases").  On any other outcome every lease node is given up; the
+ * worker/recipes/semaphore.c for why that is exactly "the leases number at
+ * most max_leases").  On any other outcome every lease node is given up; the
  * entry mutex is given up in any case.  When the session is lost while the
  * leases wait, the whole protocol starts over within the deadline.  ids
  * and gens get the qty granted entries.

@@ -1,18 +1,18 @@
 /*-------------------------------------------------------------------------
  *
- * leaders.c
+ * leader.c
  *	  The SQL side of instance leadership: zk_is_leader(), the zk_leaders
  *	  view and zk_leader_info().
  *
  * The worker takes part in a leader election per group of
  * zklock.leader_groups and publishes what it knows in zk_shared->groups
- * (recipes/leader.c).  zk_is_leader() only reads that: no ZooKeeper round
- * trip, so it suits a WHERE clause of every cron job.  The instance leads
- * a group *now* only while the worker says so for its current session and
- * that session was confirmed within half its timeout: the rule that makes
- * a lock held (zk_trusted_session, protocol.c), so a paused or cut-off
- * worker stops claiming leadership well before ZooKeeper could let
- * another participant lead.
+ * (worker/recipes/leader.c).  zk_is_leader() only reads that: no
+ * ZooKeeper round trip, so it suits a WHERE clause of every cron job.  The
+ * instance leads a group *now* only while the worker says so for its
+ * current session and that session was confirmed within half its timeout:
+ * the rule that makes a lock held (zk_trusted_session, shared/protocol.c),
+ * so a paused or cut-off worker stops claiming leadership well before
+ * ZooKeeper could let another participant lead.
  *
  * zk_leader_info() answers for groups the instance does not take part in
  * too, by asking the worker to look (a ZK_LIST_LEADER listing).

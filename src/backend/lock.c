@@ -1,12 +1,16 @@
 /*-------------------------------------------------------------------------
  *
- * sqlfuncs.c
- *	  The SQL-callable functions of zklock.
+ * lock.c
+ *	  The SQL side of the lock recipes: exclusive locks, read-write locks,
+ *	  semaphores, the multi-lock, and cooperative revocation.
  *
- * This file owns argument handling: NULLs, timeouts, the conversion of a
- * name to the UTF-8 that ZooKeeper paths are made of, and its validation,
- * all before anything is sent to ZooKeeper.  Everything else is delegated
- * to holdings.c.  Timeouts: NULL waits without limit (statement_timeout,
+ * The worker's side is worker/recipes/: lock.c (the exclusive lock, the
+ * two sides of the read-write lock, the semaphore's entry mutex),
+ * semaphore.c (a lease) and revoke.c.  This file takes the arguments
+ * (args.c: NULLs, names, timeouts, all checked before anything is sent to
+ * ZooKeeper) and delegates everything else to holdings.c, which keeps
+ * re-entrancy and scopes and composes semaphores and multi-locks from
+ * single nodes.  Timeouts: NULL waits without limit (statement_timeout,
  * lock_timeout and cancel still apply), 0 does not wait, a positive value
  * waits at most that many milliseconds.
  *
@@ -193,7 +197,7 @@ zk_lock_release_all(PG_FUNCTION_ARGS)
 /*
  * zk_lock_revoke(name): ask every current holder of the lock (exclusive,
  * read or write) to let go, as Curator's Revoker.attemptRevoke does for
- * one (recipes/revoke.c); returns how many holders were asked.
+ * one (worker/recipes/revoke.c); returns how many holders were asked.
  */
 PG_FUNCTION_INFO_V1(zk_lock_revoke);
 Datum

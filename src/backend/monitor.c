@@ -3,10 +3,14 @@
  * monitor.c
  *	  What a DBA sees: the zk_locks view and zk_status().
  *
- * Both read the shared state of protocol.h: every entry of the instance
- * (held, waiting, lost or being released) and the worker's session.  They
- * copy what they need under the lock and build rows afterwards, so they
- * never hold up the worker.
+ * Both read the shared state of shared/protocol.h: every entry of the
+ * instance (held, waiting, lost or being released) and the worker's
+ * session.  They copy what they need under the lock and build rows
+ * afterwards, so they never hold up the worker.
+ *
+ * The participants functions (zk_lock_participants,
+ * zk_semaphore_participants) ask the worker to list a lock's nodes across
+ * the cluster (a ZK_KIND_LIST request, worker/recipes/inspect.c).
  *
  *-------------------------------------------------------------------------
  */

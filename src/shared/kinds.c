@@ -17,6 +17,7 @@
 
 #include "shared/zklock.h"
 
+/* What a request of this kind is, for messages: a noun phrase. */
 const char *
 zk_kind_name(ZkKind kind)
 {

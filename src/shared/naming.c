@@ -188,7 +188,8 @@ zk_check_root(char **newval, void **extra, GucSource source)
  * ZK_MAX_GROUPS distinct names that follow the name rules.  Names are taken
  * as written (SplitGUCList: blanks around them dropped, no case folding, no
  * truncation; double quotes for a name with a comma), so that
- * zk_is_leader('Jobs') finds group Jobs.  recipes/leader.c splits alike.
+ * zk_is_leader('Jobs') finds group Jobs.  worker/recipes/leader.c splits
+ * alike.
  */
 bool
 zk_check_groups(char **newval, void **extra, GucSource source)

@@ -57,7 +57,7 @@
 /*
  * zklock.max_locks is capped so that every allocation scaling with it stays
  * below MaxAllocSize: the largest is the copy of all entries zk_locks makes
- * (monitor.c); the worker's per-entry arrays are much smaller.
+ * (backend/monitor.c); the worker's per-entry arrays are much smaller.
  */
 StaticAssertDecl((Size) ZK_MAX_LOCKS_LIMIT * sizeof(ZkEntry) <= MaxAllocSize,
 				 "zklock.max_locks entries must fit in one allocation");

@@ -148,7 +148,7 @@ typedef struct ZkShared
 	ZkSessionState session_state;
 	int64		session_id;
 	int			session_timeout;	/* negotiated, in ms; 0 if none */
-	TimestampTz confirmed_at;	/* see session.c */
+	TimestampTz confirmed_at;	/* see worker/session.c */
 	char		server[128];	/* host:port the session is connected to */
 	char		last_error[ZK_ERRMSG_MAX];
 

@@ -1,30 +1,57 @@
 /*-------------------------------------------------------------------------
  *
  * zklock.h
- *	  Declarations shared by every part of zklock.
+ *	  The ground every part of zklock stands on: limits, kinds of request,
+ *	  settings, names.
  *
  * zklock lets SQL sessions take part in Apache ZooKeeper recipes (locks,
  * read-write locks, semaphores, barriers, leader election, job claims),
- * byte-compatible with Apache Curator.  One background worker per instance
- * owns the ZooKeeper session; backends post requests into shared memory and
- * sleep on their latch until the worker reports the outcome.  The files of
- * src/ are the rooms of that house:
+ * byte-compatible with Apache Curator.  It is two programs that meet in
+ * shared memory: SQL functions running in backends, and one background
+ * worker per instance that owns the ZooKeeper session.  Backends post
+ * requests into shared memory and sleep on their latch until the worker
+ * reports the outcome.  The directories of src/ say which process runs
+ * the code; backend/ and worker/ depend on shared/ only, never on each
+ * other, and shared/ on neither:
  *
  *	zklock.c		module entry: settings, hooks, worker registration
- *	sqlfuncs.c		the SQL-callable functions: arguments, validation
- *	holdings.c		a backend's own bookkeeping: re-entrancy, scopes,
+ *
+ *	shared/			the boundary, used by both sides
+ *	  zklock.h		limits, kinds, settings, names (this file)
+ *	  settings.c	the zklock.* settings
+ *	  kinds.c		kinds of request: their names, where their nodes are
+ *	  protocol.c	the shared-memory request protocol, and what "held" means
+ *	  naming.c		names: validation, znode paths
+ *	  nodename.c	child node names: forms, sequence order (plain C)
+ *
+ *	backend/		what a backend runs
+ *	  args.c		SQL arguments: names, timeouts
+ *	  lock.c		SQL side of locks, read-write locks, semaphores, the
+ *					multi-lock and revocation
+ *	  barrier.c, double_barrier.c, leader.c, claim.c
+ *					SQL sides of the other recipes
+ *	  monitor.c		what a DBA sees: views, status, participants
+ *	  holdings.c	a backend's own bookkeeping: re-entrancy, scopes,
  *					transactions, composite recipes
- *	protocol.c		the shared-memory request protocol, and what "held" means
- *	worker.c		the background worker's wait loop
- *	session.c		the ZooKeeper session: connect, confirm, lose, recover
- *	engine.c		the engine: our nodes, calls, watches, local hand-off,
- *					the sequential-node protocol all lock recipes share
- *	recipes/		the drivers: what each recipe names its node and how it
+ *
+ *	worker/			what the worker runs
+ *	  worker.c		the background worker's wait loop
+ *	  session.c		the ZooKeeper session: connect, confirm, lose, recover
+ *	  engine.c		the engine: parts, the entries they serve, the loop's work
+ *	  calls.c		calls to ZooKeeper, their completions, the watcher
+ *	  watches.c		the registry of watches
+ *	  sequential.c	the sequential-node protocol all lock recipes share
+ *	  handoff.c		local hand-off between the instance's backends, retention
+ *	  reconciler.c	known parents, and the reconciler of orphaned nodes
+ *	  recipes/		the drivers: what each recipe names its node and how it
  *					decides (lock.c, semaphore.c, leader.c, barrier.c,
  *					double_barrier.c, claim.c, revoke.c, inspect.c)
- *	naming.c		names: validation, znode paths
- *	nodename.c		child node names: forms, sequence order (plain C)
- *	monitor.c		what a DBA sees: views and status functions
+ *
+ * A recipe is a pair: its SQL side backend/<recipe>.c and its driver
+ * worker/recipes/<recipe>.c (lock, barrier, double_barrier, leader,
+ * claim).  The drivers of the semaphore and of revocation pair with
+ * backend/lock.c; the listings' driver (inspect.c) serves backend/monitor.c,
+ * and the listings of backend/leader.c and backend/claim.c.
  *
  *-------------------------------------------------------------------------
  */

@@ -197,8 +197,8 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
  * requests queue again behind a fresh node), and its holders are told.
  * Those that opted in (ZKR_REVOCABLE) are sent SIGINT, which cancels the
  * statement they run; their backend lets go of the holding at the end of
- * the transaction (holdings.c).  Nothing is deleted here: revocation is
- * cooperative.
+ * the transaction (backend/holdings.c).  Nothing is deleted here:
+ * revocation is cooperative.
  */
 static void
 revoke_requested(ZkPart *p)

@@ -10,7 +10,7 @@
  * (zookeeper_interest() tells which socket events and timeout it needs,
  * zookeeper_process() runs completions and watchers).
  *
- * Session states as published to backends (protocol.h):
+ * Session states as published to backends (shared/protocol.h):
  *	CONNECTING	no session yet
  *	CONNECTED	usable
  *	SUSPENDED	connection lost; ZooKeeper may still keep the session
@@ -28,7 +28,7 @@
  * the quorum still had the session after the probe was sent, and it cannot
  * expire before confirmed_at + timeout.  Backends trust a holding only
  * while confirmed_at is younger than half the timeout and the holding
- * belongs to this very session (protocol.c); a paused or cut-off worker
+ * belongs to this very session (shared/protocol.c); a paused or cut-off worker
  * therefore stops vouching for its locks well before ZooKeeper could hand
  * them to someone else.
  *

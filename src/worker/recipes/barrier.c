@@ -25,6 +25,8 @@
  * may then find its own work done and answer false, as Curator's retried
  * create and delete do.
  *
+ * The SQL side is backend/barrier.c.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

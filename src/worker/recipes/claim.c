@@ -5,20 +5,20 @@
  *	  claiming transaction.
  *
  * A claim of job J for slot S is the znode <zklock.root>/J/claims/<S>,
- * named after the slot's time in UTC (naming.c, zk_slot_name).  Its data is
- * the JSON of zk_node_data() with "slot", "claimed_at", a random "claim"
- * nonce and "state" added.
+ * named after the slot's time in UTC (shared/naming.c, zk_slot_name).  Its
+ * data is the JSON of zk_node_data() with "slot", "claimed_at", a random
+ * "claim" nonce and "state" added.
  *
  *	- The claim (zk_job_claim): the worker creates the node EPHEMERAL with
  *	  state "pending".  NODEEXISTS: someone holds or finished the slot, the
  *	  request would block (false at once).  Created: granted, the backend
- *	  holds it in transaction scope (holdings.c).
+ *	  holds it in transaction scope (backend/holdings.c).
  *	- COMMIT (ZK_ASK_FINALIZE): one multi-op deletes the ephemeral node (at
  *	  the data version we created) and creates a PERSISTENT node of the
  *	  same path with state "final" (zk_call_finalize).  ZooKeeper applies a
  *	  multi's operations in order and all or none, so the slot is never
  *	  open in between and never final without the commit having asked for
- *	  it.  Any failure fails the COMMIT (40001, holdings.c).
+ *	  it.  Any failure fails the COMMIT (40001, backend/holdings.c).
  *	- Abort, backend exit: the entry is given up and the engine deletes the
  *	  ephemeral node; crash or session loss: ZooKeeper deletes it.  Either
  *	  way the slot is open again.
@@ -39,6 +39,9 @@
  *
  * Listings (ZK_LIST_CLAIMS, via recipes/inspect.c): every claim node of a
  * job, one row each: node name, data, ctime (ms), final ("t"/"f").
+ *
+ * The SQL side is backend/claim.c; the claiming transaction is kept by
+ * backend/holdings.c.
  *
  *-------------------------------------------------------------------------
  */

@@ -55,6 +55,8 @@
  * fails a leave in progress), or restarts a waiting enter in the next
  * session.
  *
+ * The SQL side, with the session's memberships, is backend/double_barrier.c.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -22,6 +22,10 @@
  * bytes in hex, as bytea shows them.  A connection lost meanwhile starts
  * the listing over once connected.
  *
+ * The SQL side: the participants functions of backend/monitor.c,
+ * zk_leader_info() (backend/leader.c) and zk_job_claims()
+ * (backend/claim.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

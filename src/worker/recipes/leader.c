@@ -36,10 +36,12 @@
  * only here.  Whether the instance leads *now* is decided by the reader:
  * ZkGroup.leader, in ZkGroup.session_id, and that session confirmed
  * within half its timeout (zk_trusted_session, as for held locks); see
- * src/leaders.c.
+ * src/backend/leader.c.
  *
  * The same finding of the leader, without a watch, answers ZK_LIST_LEADER
  * listings (zk_leader_info for a group the instance does not take part in).
+ *
+ * The SQL side is backend/leader.c.
  *
  *-------------------------------------------------------------------------
  */

@@ -21,6 +21,9 @@
  * the later one sees the earlier one (ZooKeeper orders the creates, and
  * each listing is at least as new as its own create).
  *
+ * The SQL side is backend/lock.c (zk_lock_*, zk_rwlock_*; the entry mutex
+ * is taken for the semaphore functions, composed by backend/holdings.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -192,7 +195,7 @@ entry_step(ZkPart *p, const ZkResult *r)
 
 /*
  * The lock family's drivers differ only in kind, node form and sharing.
- * Exclusive kinds hand the lock on within the instance (engine.c, local
+ * Exclusive kinds hand the lock on within the instance (handoff.c, local
  * hand-off); readers do not: each has its own node, as in Curator, so that
  * a reader arriving after a waiting writer queues behind it.  Every holder
  * watches its node's data for Curator's revocation message (Curator's

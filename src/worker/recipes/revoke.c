@@ -7,7 +7,8 @@
  * Curator asks the holder of a lock to let go by writing "__REVOKE__"
  * (ZK_REVOKE_MESSAGE) into the holder's node with setData; a holder that
  * made itself revocable watches its node's data and, seeing that message,
- * is told (Curator's RevocationListener; zklock's holders, see engine.c).
+ * is told (Curator's RevocationListener; zklock's holders, see
+ * sequential.c).
  * Revoker.attemptRevoke does that for one node its caller names, usually
  * the first of InterProcessMutex.getParticipantNodes(), i.e. the holder.
  *
@@ -24,6 +25,8 @@
  *
  * A connection lost meanwhile starts the request over once connected
  * (step with r NULL): writing the message again is harmless.
+ *
+ * The SQL side is zk_lock_revoke() in backend/lock.c.
  *
  *-------------------------------------------------------------------------
  */

@@ -5,14 +5,14 @@
  *
  * A lease is an ephemeral-sequential "-lease-" node under
  * <zklock.root>/<name>/leases, taken while holding the semaphore's entry
- * mutex (recipes/lock.c; holdings.c composes the two): it holds once the
+ * mutex (recipes/lock.c, composed by backend/holdings.c): it holds once the
  * leases number at most max_leases, else it waits for any change of the
  * children.  As in Curator, every acquirer of one semaphore must use the
  * same max_leases.  Curator's InterProcessSemaphoreMutex is this recipe
  * with max_leases 1.
  *
- * Several leases in one call, all or none (holdings.c, take_leases): while
- * holding the entry mutex the backend asks for all qty lease parts at
+ * Several leases in one call, all or none (take_leases, backend/holdings.c):
+ * while holding the entry mutex the backend asks for all qty lease parts at
  * once, each deciding as above, and has them all only when every one
  * holds.  That is exactly "the leases, ours included, number at most
  * max_leases": the lease created last listed the children after all qty
@@ -23,6 +23,9 @@
  * our later leases: it means nothing until all hold, and all are given
  * back when one does not.  Curator's own acquire(qty) takes the entry
  * mutex once per lease instead; both keep to the same protocol.
+ *
+ * The SQL side is backend/lock.c (zk_semaphore_*), composed by
+ * backend/holdings.c.
  *
  *-------------------------------------------------------------------------
  */
