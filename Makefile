@@ -16,6 +16,7 @@ OBJS = \
 	src/shared/kinds.o \
 	src/shared/protocol.o \
 	src/shared/naming.o \
+	src/shared/paths.o \
 	src/shared/nodename.o \
 	src/backend/args.o \
 	src/backend/lock.o \

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * naming.c
- *	  Names and znode paths.
+ *	  Names: what a name may be.
  *
- * This file owns what a name may be and how it becomes a znode path:
+ * This file owns what a name may be, given how it becomes a znode path:
  *
  *	- a lock (barrier, group, job, ...) named N lives at <zklock.root>/N; N
  *	  is one or more segments separated by '/', at most ZK_NAME_MAX bytes of
@@ -18,21 +18,19 @@
  *	  of a semaphore in Curator's layout), "ready" (of a double barrier) or
  *	  "claims" (of a job's claims): lock "pool/leases" would otherwise be
  *	  counted as a lease of semaphore "pool";
- *	- a job claim's slot is a node named after its time in UTC.
+ *	- a job claim's slot is a node named after its time in UTC (paths.c).
  *
  * Validation happens in the backend, before anything is sent to ZooKeeper
  * (backend/args.c takes a name argument and checks it here), and in the
- * check hooks of zklock.root and zklock.leader_groups.  Both sides build
- * paths here: zk_path, and the slot names of job claims.
+ * check hooks of zklock.root and zklock.leader_groups.  Both sides turn
+ * names into paths with paths.c.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "mb/pg_wchar.h"
-#include "utils/datetime.h"
 #include "utils/guc.h"
-#include "utils/timestamp.h"
 #include "utils/varlena.h"
 
 #include "shared/nodename.h"
@@ -226,68 +224,4 @@ zk_check_groups(char **newval, void **extra, GucSource source)
 			}
 	}
 	return true;
-}
-
-/*
- * Write the path <root>/<name><suffix> into buf.  Returns the length
- * written.  Names are validated and bounded, so ZK_PATH_MAX always
- * suffices.
- */
-int
-zk_path(char *buf, size_t size, const char *name, const char *suffix)
-{
-	int			n = snprintf(buf, size, "%s/%s%s", zklock_root, name,
-							 suffix ? suffix : "");
-
-	Assert(n > 0 && (size_t) n < size);
-	return n;
-}
-
-/*
- * The node name of a job claim's slot: its time in UTC, ISO 8601,
- * "2026-11-23T10:00:00Z", with microseconds when it has any
- * ("...T10:00:00.250000Z").  One slot, one name.  The caller has refused
- * infinite slots.
- */
-char *
-zk_slot_name(TimestampTz slot)
-{
-	struct pg_tm tm;
-	fsec_t		fsec;
-
-	if (timestamp2tm(slot, NULL, &tm, &fsec, NULL, NULL) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("timestamp out of range")));
-	if (fsec != 0)
-		return psprintf("%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
-						tm.tm_year, tm.tm_mon, tm.tm_mday,
-						tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
-	return psprintf("%04d-%02d-%02dT%02d:%02d:%02dZ",
-					tm.tm_year, tm.tm_mon, tm.tm_mday,
-					tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
-
-/* Parse a slot node name back; false when it is not one. */
-bool
-zk_parse_slot_name(const char *s, TimestampTz *slot)
-{
-	struct pg_tm tm;
-	int			usec = 0;
-	int			n = 0;
-	char		z = 0;
-
-	memset(&tm, 0, sizeof(tm));
-	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
-			   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6)
-		return false;
-	s += n;
-	if (*s == '.')
-	{
-		if (sscanf(s, ".%6d%c", &usec, &z) != 2 || z != 'Z' || strlen(s) != 8)
-			return false;
-	}
-	else if (strcmp(s, "Z") != 0)
-		return false;
-	return tm2timestamp(&tm, usec, NULL, slot) == 0;
 }

@@ -21,7 +21,8 @@
  *	  settings.c	the zklock.* settings
  *	  kinds.c		kinds of request: their names, where their nodes are
  *	  protocol.c	the shared-memory request protocol, and what "held" means
- *	  naming.c		names: validation, znode paths
+ *	  naming.c		names: what a name may be
+ *	  paths.c		znode paths of names, slot names of job claims
  *	  nodename.c	child node names: forms, sequence order (plain C)
  *
  *	backend/		what a backend runs
@@ -149,6 +150,8 @@ extern const char *zk_kind_suffix(ZkKind kind);
 extern void zk_check_name(const char *name, const char *what);
 extern bool zk_check_root(char **newval, void **extra, GucSource source);
 extern bool zk_check_groups(char **newval, void **extra, GucSource source);
+
+/* paths.c */
 extern int	zk_path(char *buf, size_t size, const char *name, const char *suffix);
 extern char *zk_slot_name(TimestampTz slot);
 extern bool zk_parse_slot_name(const char *s, TimestampTz *slot);

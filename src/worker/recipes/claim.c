@@ -5,7 +5,7 @@
  *	  claiming transaction.
  *
  * A claim of job J for slot S is the znode <zklock.root>/J/claims/<S>,
- * named after the slot's time in UTC (shared/naming.c, zk_slot_name).  Its
+ * named after the slot's time in UTC (shared/paths.c, zk_slot_name).  Its
  * data is the JSON of zk_node_data() with "slot", "claimed_at", a random
  * "claim" nonce and "state" added.
  *
