@@ -12,27 +12,36 @@
 MODULE_big = zklock
 OBJS = \
 	src/zklock.o \
-	src/sqlfuncs.o \
-	src/holdings.o \
-	src/protocol.o \
-	src/worker.o \
-	src/session.o \
-	src/engine.o \
-	src/recipes/lock.o \
-	src/recipes/semaphore.o \
-	src/recipes/leader.o \
-	src/recipes/inspect.o \
-	src/recipes/claim.o \
-	src/claims.o \
-	src/recipes/barrier.o \
-	src/recipes/double_barrier.o \
-	src/recipes/revoke.o \
-	src/leaders.o \
-	src/barriers.o \
-	src/double_barriers.o \
-	src/naming.o \
-	src/nodename.o \
-	src/monitor.o
+	src/shared/settings.o \
+	src/shared/kinds.o \
+	src/shared/protocol.o \
+	src/shared/naming.o \
+	src/shared/paths.o \
+	src/shared/nodename.o \
+	src/backend/args.o \
+	src/backend/lock.o \
+	src/backend/barrier.o \
+	src/backend/double_barrier.o \
+	src/backend/leader.o \
+	src/backend/claim.o \
+	src/backend/monitor.o \
+	src/backend/holdings.o \
+	src/worker/worker.o \
+	src/worker/session.o \
+	src/worker/engine.o \
+	src/worker/calls.o \
+	src/worker/watches.o \
+	src/worker/sequential.o \
+	src/worker/handoff.o \
+	src/worker/reconciler.o \
+	src/worker/recipes/lock.o \
+	src/worker/recipes/semaphore.o \
+	src/worker/recipes/barrier.o \
+	src/worker/recipes/double_barrier.o \
+	src/worker/recipes/leader.o \
+	src/worker/recipes/claim.o \
+	src/worker/recipes/revoke.o \
+	src/worker/recipes/inspect.o
 
 EXTENSION = zklock
 # Every install script (sql/zklock--V.sql) and upgrade script
@@ -45,6 +54,7 @@ DATA = \
 	sql/zklock--1.1--1.2.sql
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
+# project headers are named by their directory: "shared/protocol.h"
 PG_CPPFLAGS = -I$(srcdir)/src
 SHLIB_LINK = -lzookeeper_st
 
@@ -70,7 +80,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # every object depends on the project's headers
-$(OBJS): $(wildcard $(srcdir)/src/*.h)
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h $(srcdir)/src/*/*/*.h)
 
 # The benchmark (bench/run; not part of the tests): its own ZooKeeper
 # (fsync on) and PostgreSQL instances, pgbench beside Apache Curator and the

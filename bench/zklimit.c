@@ -160,9 +160,9 @@ run_until(bool *flag, double deadline, double stop_at)
 		if (pfd.revents & POLLOUT)
 			events |= ZOOKEEPER_WRITE;
 		/*
-		 * As zklock's worker does (src/session.c): take every reply already
-		 * on the socket, and let the requests their completions send leave
-		 * together (corked) rather than as two TCP segments each.
+		 * As zklock's worker does (src/worker/session.c): take every reply
+		 * already on the socket, and let the requests their completions send
+		 * leave together (corked) rather than as two TCP segments each.
 		 */
 		corked = fd >= 0 && zoo_state(zh) == ZOO_CONNECTED_STATE &&
 			setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one)) == 0;

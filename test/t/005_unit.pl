@@ -12,7 +12,7 @@ use IPC::Run;
 
 my $src = $ENV{TESTDIR} // '.';
 my $tmp = PostgreSQL::Test::Utils::tempdir();
-my %units = ('nodename_test' => [ 'test/unit/nodename_test.c', 'src/nodename.c' ]);
+my %units = ('nodename_test' => [ 'test/unit/nodename_test.c', 'src/shared/nodename.c' ]);
 
 foreach my $unit (sort keys %units)
 {

@@ -1,6 +1,6 @@
 /*
  * nodename_test.c
- *    Unit tests of src/nodename.c: which child names are participants,
+ *    Unit tests of src/shared/nodename.c: which child names are participants,
  *    sequence numbers as ZooKeeper prints them, wrap-aware order, names
  *    that look like nodes, and zklock's session-carrying prefix.
  *
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nodename.h"
+#include "shared/nodename.h"
 
 static int	tests = 0;
 static int	failures = 0;

@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * args.h
+ *	  The arguments of zklock's SQL functions (args.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_ARGS_H
+#define ZKLOCK_ARGS_H
+
+#include "fmgr.h"
+
+extern void zk_check_preloaded(void);
+extern char *zk_name_from_text(text *t, const char *what);
+extern char *zk_name_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int64 zk_timeout_arg(FunctionCallInfo fcinfo, int argno);
+
+#endif							/* ZKLOCK_ARGS_H */

@@ -1,0 +1,96 @@
+/*-------------------------------------------------------------------------
+ *
+ * barrier.c
+ *	  The SQL side of the barrier (Curator's DistributedBarrier):
+ *	  zk_barrier_set(), zk_barrier_remove() and zk_barrier_wait().
+ *
+ * Each call is one request to the worker (worker/recipes/barrier.c), waited
+ * for with the machinery of lock waits (zk_wait): cancel, statement_timeout
+ * and lock_timeout end a wait as they end a lock wait, and a wait given up
+ * leaves no watch behind.  Nothing is held afterwards: a barrier belongs to
+ * no session.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "backend/args.h"
+#include "shared/protocol.h"
+
+/*
+ * Ask the worker, wait until the deadline (0: none).  Returns true and the
+ * request's result when it is done; false when it would have to wait (no
+ * wait asked) or the deadline passed.
+ */
+static bool
+barrier_request(ZkKind kind, const char *name, int flags,
+				TimestampTz deadline, int64 *result)
+{
+	ZkRequest	req = {0};
+	uint32		generation;
+	int			id;
+	ZkEntryState state;
+
+	req.kind = kind;
+	req.name = name;
+	req.flags = flags;
+	id = zk_request(&req, &generation);
+	state = zk_wait(id, generation, deadline);
+	if (state != ZKE_DONE)
+		return false;			/* WOULD_BLOCK or timed out: given up */
+
+	/*
+	 * A wait is done once the barrier is not set.  Only set and remove
+	 * read their result: they have no deadline, so the entry is still
+	 * ours (a wait done at its deadline may already be given up).
+	 */
+	*result = (kind == ZK_KIND_BARRIER_WAIT) ? 1 :
+		zk_entry_result(id, generation);
+	zk_give_up(id, generation);
+	return true;
+}
+
+PG_FUNCTION_INFO_V1(zk_barrier_set);
+Datum
+zk_barrier_set(PG_FUNCTION_ARGS)
+{
+	int64		result = 0;
+
+	(void) barrier_request(ZK_KIND_BARRIER_SET,
+						   zk_name_arg(fcinfo, 0, "barrier name"), 0, 0,
+						   &result);
+	PG_RETURN_BOOL(result == 1);
+}
+
+PG_FUNCTION_INFO_V1(zk_barrier_remove);
+Datum
+zk_barrier_remove(PG_FUNCTION_ARGS)
+{
+	int64		result = 0;
+
+	(void) barrier_request(ZK_KIND_BARRIER_REMOVE,
+						   zk_name_arg(fcinfo, 0, "barrier name"), 0, 0,
+						   &result);
+	PG_RETURN_BOOL(result == 1);
+}
+
+/*
+ * zk_barrier_wait(name, timeout_ms): true once the barrier is not set,
+ * false when timeout_ms passed first (NULL: no limit, 0: do not wait).
+ */
+PG_FUNCTION_INFO_V1(zk_barrier_wait);
+Datum
+zk_barrier_wait(PG_FUNCTION_ARGS)
+{
+	char	   *name = zk_name_arg(fcinfo, 0, "barrier name");
+	int64		result = 0;
+	int64		ms = zk_timeout_arg(fcinfo, 1);
+
+	PG_RETURN_BOOL(barrier_request(ZK_KIND_BARRIER_WAIT, name,
+								   ms == 0 ? ZKR_NOWAIT : 0, zk_deadline(ms),
+								   &result));
+}

@@ -1,0 +1,55 @@
+/*-------------------------------------------------------------------------
+ *
+ * holdings.h
+ *	  A backend's own view of what it holds (holdings.c; double barrier
+ *	  memberships: double_barrier.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_HOLDINGS_H
+#define ZKLOCK_HOLDINGS_H
+
+#include "shared/protocol.h"
+#include "shared/zklock.h"
+
+/* No timeout: wait until granted (or cancelled). */
+#define ZK_WAIT_FOREVER (-1)
+
+extern bool zk_hold_acquire(ZkKind kind, const char *name, bool xact,
+							int64 timeout_ms, int32 max_leases,
+							bool revocable);
+extern bool zk_hold_revocation_requested(const char *name);
+extern bool zk_hold_acquire_leases(const char *name, bool xact,
+								   int64 timeout_ms, int32 max_leases,
+								   int32 qty);
+extern bool zk_hold_acquire_all(char **names, int n, bool xact,
+								int64 timeout_ms);
+extern bool zk_hold_release(ZkKind kind, const char *name);
+extern void zk_hold_release_last(ZkKind kind, const char *name);
+extern int	zk_hold_release_all(void);
+extern bool zk_hold_is_held(ZkKind kind, const char *name, int64 *token);
+extern bool zk_hold_claim(const char *job, TimestampTz slot);
+/* double barrier memberships (double_barrier.c) */
+extern bool zk_hold_barrier_enter(const char *name, int32 members,
+								  int64 timeout_ms);
+extern bool zk_hold_barrier_leave(const char *name, int64 timeout_ms);
+extern void zk_hold_barrier_drop_all(void);
+
+/*
+ * One node, asked for and waited for, and the zklock.session_locks check
+ * (holdings.c), for double_barrier.c.  Hidden: the names do not leave
+ * zklock.so.
+ */
+#ifdef __GNUC__
+#pragma GCC visibility push(hidden)
+#endif
+extern ZkEntryState take_node(ZkKind kind, const char *name, int flags,
+							  int64 expect_session, TimestampTz deadline,
+							  int32 arg, int *id, uint32 *generation);
+extern void check_session_scope(const char *what, const char *name,
+								const char *instead);
+#ifdef __GNUC__
+#pragma GCC visibility pop
+#endif
+
+#endif							/* ZKLOCK_HOLDINGS_H */

@@ -1,0 +1,378 @@
+/*-------------------------------------------------------------------------
+ *
+ * monitor.c
+ *	  What a DBA sees: the zk_locks view, zk_status() and the zk_stats view.
+ *
+ * They read the shared state of shared/protocol.h: every entry of the
+ * instance (held, waiting, lost or being released), the worker's session
+ * and the atomic counters.  They copy what they need under the lock (the
+ * counters need none) and build rows afterwards, so they never hold up the
+ * worker.
+ *
+ * The participants functions (zk_lock_participants,
+ * zk_semaphore_participants) ask the worker to list a lock's nodes across
+ * the cluster (a ZK_KIND_LIST request, worker/recipes/inspect.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/dbcommands.h"
+#include "common/string.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "backend/args.h"
+#include "shared/protocol.h"
+
+static const char *const kind_labels[ZK_NUM_KINDS] = {
+	[ZK_KIND_LOCK] = "lock",
+	[ZK_KIND_READ] = "read",
+	[ZK_KIND_WRITE] = "write",
+	[ZK_KIND_SEMAPHORE] = "semaphore",
+	[ZK_KIND_SEMAPHORE_ENTRY] = "semaphore entry",
+	[ZK_KIND_JOB_CLAIM] = "job claim",
+	[ZK_KIND_DOUBLE_BARRIER] = "double barrier",
+	[ZK_KIND_LIST] = "listing",
+	[ZK_KIND_REVOKE] = "revocation",
+};
+
+/*
+ * Columns of zk_locks: 1.0's eleven, and since 1.1 revocation_requested
+ * (zk_locks_internal serves both: it fills what the caller's row type has).
+ */
+#define ZK_LOCKS_COLS 12
+
+/* One row of zk_locks for a copied entry and one of its scopes. */
+static void
+put_lock_row(ReturnSetInfo *rsinfo, ZkEntry *e, const char *scope, int count)
+{
+	Datum		values[ZK_LOCKS_COLS];
+	bool		nulls[ZK_LOCKS_COLS] = {0};
+	const char *state;
+	char	   *dbname = OidIsValid(e->database) ? get_database_name(e->database) : NULL;
+
+	if (e->released)
+		state = "releasing";
+	else if (e->state == ZKE_HELD)
+		state = "held";
+	else if (e->state == ZKE_LOST)
+		state = "lost";
+	else
+		state = "waiting";
+
+	values[0] = Int32GetDatum(e->owner_pid);
+	if (dbname)
+		values[1] = CStringGetTextDatum(dbname);
+	else
+		nulls[1] = true;
+	values[2] = CStringGetTextDatum(e->name);
+	values[3] = CStringGetTextDatum(kind_labels[e->kind] ? kind_labels[e->kind] : "?");
+	if (scope)
+	{
+		values[4] = CStringGetTextDatum(scope);
+		values[6] = Int32GetDatum(count);
+	}
+	else
+		nulls[4] = nulls[6] = true;
+	values[5] = CStringGetTextDatum(state);
+	if (e->state == ZKE_HELD && !e->released && e->token != 0)
+		values[7] = Int64GetDatum(e->token);
+	else
+		nulls[7] = true;
+	if (e->node[0])
+	{
+		char		path[ZK_PATH_MAX];
+		int			len = zk_path(path, sizeof(path), e->name,
+								  zk_kind_suffix(e->kind));
+
+		snprintf(path + len, sizeof(path) - len, "/%s", e->node);
+		values[8] = CStringGetTextDatum(path);
+	}
+	else
+		nulls[8] = true;
+	values[9] = TimestampTzGetDatum(e->state == ZKE_HELD ? e->granted_at :
+									e->requested_at);
+	if (e->waiting_on[0] && e->state == ZKE_PENDING)
+		values[10] = CStringGetTextDatum(e->waiting_on);
+	else
+		nulls[10] = true;
+	values[11] = BoolGetDatum(e->revoke_requested);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+PG_FUNCTION_INFO_V1(zk_locks_internal);
+Datum
+zk_locks_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkEntry    *copies;
+	int			n = 0;
+
+	zk_check_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	copies = palloc(sizeof(ZkEntry) * zk_shared->num_entries);
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	for (int i = 0; i < zk_shared->num_entries; i++)
+	{
+		ZkEntry    *e = ZK_ENTRY(i);
+
+		if (e->state != ZKE_FREE && e->state != ZKE_WOULD_BLOCK &&
+			e->state != ZKE_FAILED)
+			copies[n++] = *e;
+	}
+	LWLockRelease(zk_shared->lock);
+
+	for (int i = 0; i < n; i++)
+	{
+		ZkEntry    *e = &copies[i];
+
+		if (e->session_count > 0)
+			put_lock_row(rsinfo, e, "session", e->session_count);
+		if (e->xact_count > 0)
+			put_lock_row(rsinfo, e, "transaction", e->xact_count);
+		if (e->session_count == 0 && e->xact_count == 0)
+			put_lock_row(rsinfo, e, NULL, 0);	/* waiting or releasing */
+	}
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(zk_status);
+Datum
+zk_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[11];
+	bool		nulls[11] = {0};
+	ZkSessionState state;
+	int64		session_id;
+	int			timeout;
+	pid_t		worker_pid;
+	char		server[sizeof(zk_shared->server)];
+	char		last_error[sizeof(zk_shared->last_error)];
+	static const char *const state_names[] = {
+		[ZKS_CONNECTING] = "connecting",
+		[ZKS_CONNECTED] = "connected",
+		[ZKS_SUSPENDED] = "suspended",
+		[ZKS_LOST] = "lost",
+	};
+
+	zk_check_preloaded();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	state = zk_shared->session_state;
+	session_id = zk_shared->session_id;
+	timeout = zk_shared->session_timeout;
+	worker_pid = zk_shared->worker_pid;
+	strlcpy(server, zk_shared->server, sizeof(server));
+	strlcpy(last_error, zk_shared->last_error, sizeof(last_error));
+	LWLockRelease(zk_shared->lock);
+
+	values[0] = CStringGetTextDatum(worker_pid ? state_names[state] : "no worker");
+	if (session_id != 0)
+		values[1] = CStringGetTextDatum(psprintf("0x%llx",
+												 (unsigned long long) session_id));
+	else
+		nulls[1] = true;
+	if (server[0])
+		values[2] = CStringGetTextDatum(server);
+	else
+		nulls[2] = true;
+	if (timeout > 0)
+		values[3] = Int32GetDatum(timeout);
+	else
+		nulls[3] = true;
+	if (last_error[0])
+		values[4] = CStringGetTextDatum(last_error);
+	else
+		nulls[4] = true;
+	values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_requests));
+	values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_grants));
+	values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_timeouts));
+	values[8] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_reconnects));
+	values[9] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->n_session_losses));
+	if (worker_pid)
+		values[10] = Int32GetDatum(worker_pid);
+	else
+		nulls[10] = true;
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* ---- cumulative counters ---- */
+
+/*
+ * Columns of zk_stats (1.2): the cumulative counters, the two gauges and
+ * when the counters were last reset.
+ */
+#define ZK_STATS_COLS 13
+
+/*
+ * The row of the zk_stats view: reads the atomic counters of ZkShared, no
+ * lock (a row may mix counts a few grants apart; each one is exact).
+ */
+PG_FUNCTION_INFO_V1(zk_stats_internal);
+Datum
+zk_stats_internal(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[ZK_STATS_COLS];
+	bool		nulls[ZK_STATS_COLS] = {0};
+	pg_atomic_uint64 *const counters[] = {
+		&zk_shared->n_requests,
+		&zk_shared->n_grants,
+		&zk_shared->n_local_grants,
+		&zk_shared->n_waits,
+		&zk_shared->n_timeouts,
+		&zk_shared->n_cancels,
+		&zk_shared->n_session_losses,
+		&zk_shared->n_reconnects,
+		&zk_shared->n_orphans,
+		&zk_shared->n_zk_requests,
+	};
+	int			i;
+
+	zk_check_preloaded();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	StaticAssertStmt(lengthof(counters) + 3 == ZK_STATS_COLS,
+					 "zk_stats columns");
+
+	for (i = 0; i < lengthof(counters); i++)
+		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(counters[i]));
+	values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&zk_shared->n_nodes));
+	values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&zk_shared->n_watches));
+	values[i] = TimestampTzGetDatum((TimestampTz)
+									pg_atomic_read_u64(&zk_shared->stats_reset));
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * zk_stats_reset(): sets the cumulative counters of zk_stats (and so those
+ * of zk_status()) to zero and stats_reset to now.  The gauges (nodes,
+ * watches) are the engine's current state and stay.  Counts made while it
+ * runs may land before or after the reset.
+ */
+PG_FUNCTION_INFO_V1(zk_stats_reset);
+Datum
+zk_stats_reset(PG_FUNCTION_ARGS)
+{
+	zk_check_preloaded();
+	pg_atomic_write_u64(&zk_shared->n_requests, 0);
+	pg_atomic_write_u64(&zk_shared->n_grants, 0);
+	pg_atomic_write_u64(&zk_shared->n_local_grants, 0);
+	pg_atomic_write_u64(&zk_shared->n_waits, 0);
+	pg_atomic_write_u64(&zk_shared->n_timeouts, 0);
+	pg_atomic_write_u64(&zk_shared->n_cancels, 0);
+	pg_atomic_write_u64(&zk_shared->n_session_losses, 0);
+	pg_atomic_write_u64(&zk_shared->n_reconnects, 0);
+	pg_atomic_write_u64(&zk_shared->n_orphans, 0);
+	pg_atomic_write_u64(&zk_shared->n_zk_requests, 0);
+	pg_atomic_write_u64(&zk_shared->stats_reset,
+						(uint64) GetCurrentTimestamp());
+	PG_RETURN_VOID();
+}
+
+/* ---- participants across the cluster ---- */
+
+#define PARTICIPANT_COLS 5
+
+/*
+ * A node's data as the worker passed it (UTF-8, or \x and hex), in the
+ * database's encoding; data that encoding cannot hold is shown in hex too,
+ * so that no node's data makes the listing fail.
+ */
+static Datum
+owner_datum(const char *data)
+{
+	size_t		len = strlen(data);
+	StringInfoData s;
+
+	if (GetDatabaseEncoding() == PG_UTF8 || pg_is_ascii(data))
+		return CStringGetTextDatum(data);
+	initStringInfo(&s);
+	appendStringInfoString(&s, "\\x");
+	for (size_t i = 0; i < len; i++)
+		appendStringInfo(&s, "%02x", (unsigned char) data[i]);
+	return CStringGetTextDatum(s.data);
+}
+
+/*
+ * Rows (node, sequence, kind, holds, owner) of a participants listing;
+ * max_leases > 0: the first that many leases hold.
+ */
+static void
+participant_rows(FunctionCallInfo fcinfo, const char *name, ZkListWhat what,
+				 int32 max_leases)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkRow	   *rows;
+	int			n;
+	int			leases = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	n = zk_list(name, what, &rows);
+	for (int i = 0; i < n; i++)
+	{
+		ZkRow	   *row = &rows[i];
+		Datum		values[PARTICIPANT_COLS];
+		bool		nulls[PARTICIPANT_COLS] = {0};
+
+		if (row->ncols < PARTICIPANT_COLS)
+			continue;
+		values[0] = CStringGetTextDatum(row->cols[0]);
+		values[1] = Int64GetDatum(pg_strtoint64(row->cols[1]));
+		values[2] = CStringGetTextDatum(row->cols[2]);
+		if (row->cols[3])
+			values[3] = BoolGetDatum(row->cols[3][0] == 't');
+		else if (strcmp(row->cols[2], "lease") == 0 && max_leases > 0)
+			values[3] = BoolGetDatum(++leases <= max_leases);
+		else
+			nulls[3] = true;
+		if (row->cols[4])
+			values[4] = owner_datum(row->cols[4]);
+		else
+			nulls[4] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
+/*
+ * zk_lock_participants(name): every node under <zklock.root>/<name> that
+ * takes part in its lock, read-write lock or Kazoo lock, in lock order.
+ */
+PG_FUNCTION_INFO_V1(zk_lock_participants);
+Datum
+zk_lock_participants(PG_FUNCTION_ARGS)
+{
+	participant_rows(fcinfo, zk_name_arg(fcinfo, 0, "lock name"),
+					 ZK_LIST_LOCK, 0);
+	return (Datum) 0;
+}
+
+/*
+ * zk_semaphore_participants(name, max_leases): the semaphore's leases in
+ * order (the first max_leases hold; NULL: not known), then the nodes of
+ * its entry mutex.
+ */
+PG_FUNCTION_INFO_V1(zk_semaphore_participants);
+Datum
+zk_semaphore_participants(PG_FUNCTION_ARGS)
+{
+	char	   *name = zk_name_arg(fcinfo, 0, "semaphore name");
+	int32		max_leases = 0;
+
+	if (!PG_ARGISNULL(1) && (max_leases = PG_GETARG_INT32(1)) < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_leases must be at least 1")));
+	participant_rows(fcinfo, name, ZK_LIST_SEMAPHORE, max_leases);
+	return (Datum) 0;
+}

@@ -1,0 +1,1305 @@
+/*-------------------------------------------------------------------------
+ *
+ * protocol.c
+ *	  The shared-memory request protocol between backends and the worker.
+ *
+ * This file owns the pool of ZkEntry structs in shared memory and every
+ * transition of an entry that crosses a process boundary:
+ *
+ *	backend: zk_request()	takes a free entry, fills it in, queues it
+ *			 zk_wait()		sleeps on its latch until the worker decided, the
+ *							caller's deadline passed or an interrupt came
+ *			 zk_ask()		asks more of a held entry, and waits for it
+ *			 zk_ask_wait()	the same for an ask that waits for others (leave
+ *							a double barrier), like a lock wait
+ *			 zk_give_up()	hands the entry back (release, cancel, exit)
+ *			 zk_await_released()	waits until the worker is done with
+ *							the entries given up: a release returns once
+ *							everyone else can take what it released
+ *	worker:  zk_take_queue(), zk_set_outcome(), zk_set_grant(), ...,
+ *			 zk_free_entry()
+ *
+ * It also owns the one rule for "this backend holds it": the entry is
+ * HELD, and the ZooKeeper session its node belongs to is the worker's
+ * current session, confirmed within the last half session timeout
+ * (zk_entry_valid).  Re-entrant grants, the *_held and *_token functions and
+ * the COMMIT check all ask this, so none of them can vouch for a node of a
+ * session that is gone or that nobody has confirmed lately.
+ *
+ * The rule that keeps ZooKeeper clean: once a backend has given an entry up
+ * it never uses it again, and the worker deals with whatever the entry
+ * left in ZooKeeper.  So whatever ends a wait, no node is left behind and no
+ * given-up entry can turn into a holder.  The worker frees the entry only
+ * once its node is deleted (or serves another request of the instance, the
+ * lock having passed to it), and the backend waits for that before its
+ * release returns (zk_await_released): a release is visible to every
+ * client of ZooKeeper when it returns, as Curator's is.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "shared/protocol.h"
+
+/*
+ * zklock.max_locks is capped so that every allocation scaling with it stays
+ * below MaxAllocSize: the largest is the copy of all entries zk_locks makes
+ * (backend/monitor.c); the worker's per-entry arrays are much smaller.
+ */
+StaticAssertDecl((Size) ZK_MAX_LOCKS_LIMIT * sizeof(ZkEntry) <= MaxAllocSize,
+				 "zklock.max_locks entries must fit in one allocation");
+
+ZkShared   *zk_shared = NULL;
+
+static bool exit_hook_registered = false;
+
+/*
+ * Entries this backend gave up and the worker has not freed yet, for
+ * zk_await_released(); in TopMemoryContext, room for the whole pool.
+ */
+typedef struct ZkGivenUp
+{
+	int			id;
+	uint32		generation;
+} ZkGivenUp;
+
+static ZkGivenUp *given_up = NULL;
+static int	ngiven_up = 0;
+
+static void zk_sleep(long wait_ms);
+
+static Size
+zk_shmem_size(void)
+{
+	return add_size(offsetof(ZkShared, entries),
+					mul_size(zklock_max_locks, sizeof(ZkEntry)));
+}
+
+/* shmem_request_hook part: reserve our memory and our LWLock. */
+void
+zk_shmem_request(void)
+{
+	RequestAddinShmemSpace(zk_shmem_size());
+	RequestNamedLWLockTranche("zklock", 1);
+}
+
+/* shmem_startup_hook part: create or attach to our shared state. */
+void
+zk_shmem_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	zk_shared = ShmemInitStruct("zklock", zk_shmem_size(), &found);
+	if (!found)
+	{
+		memset(zk_shared, 0, zk_shmem_size());
+		zk_shared->lock = &(GetNamedLWLockTranche("zklock"))->lock;
+		zk_shared->session_state = ZKS_CONNECTING;
+		pg_atomic_init_u64(&zk_shared->n_requests, 0);
+		pg_atomic_init_u64(&zk_shared->n_grants, 0);
+		pg_atomic_init_u64(&zk_shared->n_local_grants, 0);
+		pg_atomic_init_u64(&zk_shared->n_timeouts, 0);
+		pg_atomic_init_u64(&zk_shared->n_reconnects, 0);
+		pg_atomic_init_u64(&zk_shared->n_session_losses, 0);
+		pg_atomic_init_u64(&zk_shared->n_orphans, 0);
+		pg_atomic_init_u64(&zk_shared->n_waits, 0);
+		pg_atomic_init_u64(&zk_shared->n_cancels, 0);
+		pg_atomic_init_u64(&zk_shared->n_zk_requests, 0);
+		pg_atomic_init_u64(&zk_shared->stats_reset,
+						   (uint64) GetCurrentTimestamp());
+		pg_atomic_init_u32(&zk_shared->n_nodes, 0);
+		pg_atomic_init_u32(&zk_shared->n_watches, 0);
+		dlist_init(&zk_shared->free_entries);
+		ConditionVariableInit(&zk_shared->entry_freed);
+		dlist_init(&zk_shared->queue);
+		zk_shared->num_entries = zklock_max_locks;
+		for (int i = 0; i < zklock_max_locks; i++)
+			dlist_push_tail(&zk_shared->free_entries,
+							&zk_shared->entries[i].link);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* Wake the worker, if there is one. */
+void
+zk_wake_worker(void)
+{
+	Latch	   *latch = zk_shared->worker_latch;
+
+	if (latch)
+		SetLatch(latch);
+}
+
+/* Put an entry on the worker's queue; caller holds the lock exclusively. */
+static void
+zk_queue_locked(ZkEntry *e)
+{
+	if (!e->queued)
+	{
+		dlist_push_tail(&zk_shared->queue, &e->link);
+		e->queued = true;
+	}
+}
+
+/*
+ * Hand an entry to the worker for clean-up; caller holds the lock
+ * exclusively.  The entry is remembered for zk_await_released(), unless
+ * it is the answer of a one-shot request (listing, barrier): the worker
+ * detached it from its part when it answered and frees it when it takes
+ * it, so there is nothing to wait for but a turn of the worker.
+ */
+static void
+zk_release_locked(ZkEntry *e)
+{
+	e->released = true;
+	zk_queue_locked(e);
+	if (e->state == ZKE_DONE)
+		return;					/* a one-shot answer: freed at once, no node */
+	if (given_up != NULL && ngiven_up == zk_shared->num_entries)
+	{
+		/* full of entries nobody awaited: keep those not freed yet */
+		int			n = 0;
+
+		for (int i = 0; i < ngiven_up; i++)
+		{
+			ZkEntry    *g = ZK_ENTRY(given_up[i].id);
+
+			if (g->generation == given_up[i].generation && g->state != ZKE_FREE)
+				given_up[n++] = given_up[i];
+		}
+		ngiven_up = n;
+	}
+	if (given_up != NULL && ngiven_up < zk_shared->num_entries)
+	{
+		given_up[ngiven_up].id = e - zk_shared->entries;
+		given_up[ngiven_up].generation = e->generation;
+		ngiven_up++;
+	}
+}
+
+/*
+ * before_shmem_exit callback: give up every entry this backend still owns,
+ * whatever state its request or holding is in.  Runs on normal exit, FATAL
+ * and pg_terminate_backend, also in the middle of a wait.
+ */
+static void
+zk_backend_exit(int code, Datum arg)
+{
+	bool		any = false;
+
+	if (zk_shared == NULL)
+		return;
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < zk_shared->num_entries; i++)
+	{
+		ZkEntry    *e = ZK_ENTRY(i);
+
+		if (e->state != ZKE_FREE && !e->released && e->owner_pid == MyProcPid)
+		{
+			zk_release_locked(e);
+			any = true;
+		}
+	}
+	LWLockRelease(zk_shared->lock);
+	if (any)
+		zk_wake_worker();
+}
+
+/*
+ * Ask the worker for something (see ZkRequest).  Returns the entry's id
+ * and, in *generation, its generation, which the caller passes to every
+ * later call about it.  Raises an ERROR naming zklock.max_locks when the
+ * pool is exhausted.
+ */
+int
+zk_request(const ZkRequest *req, uint32 *generation)
+{
+	ZkEntry    *e;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!exit_hook_registered)
+	{
+		given_up = MemoryContextAlloc(TopMemoryContext,
+									  sizeof(ZkGivenUp) * zk_shared->num_entries);
+		before_shmem_exit(zk_backend_exit, (Datum) 0);
+		exit_hook_registered = true;
+	}
+
+	/*
+	 * When the pool is exhausted only because entries given up a moment ago
+	 * still wait for the worker, wait for those (no longer than
+	 * zklock.connect_timeout); otherwise the limit is reached.
+	 */
+	for (;;)
+	{
+		bool		releasing = false;
+
+		LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+		if (!dlist_is_empty(&zk_shared->free_entries))
+			break;
+		for (int i = 0; i < zk_shared->num_entries && !releasing; i++)
+			releasing = ZK_ENTRY(i)->released;
+		LWLockRelease(zk_shared->lock);
+
+		if (!releasing ||
+			TimestampDifferenceExceeds(now, GetCurrentTimestamp(),
+									   zklock_connect_timeout))
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many zklock requests in this instance"),
+					 errdetail("All %d entries of zklock.max_locks are in use by holdings and waiting requests.",
+							   zklock_max_locks),
+					 errhint("Increase zklock.max_locks.")));
+		}
+		(void) ConditionVariableTimedSleep(&zk_shared->entry_freed, 100,
+										   PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+	e = dlist_container(ZkEntry, link,
+						dlist_pop_head_node(&zk_shared->free_entries));
+	e->generation++;
+	e->state = ZKE_PENDING;
+	e->released = false;
+	e->owner_procno = MyProc->pgprocno;
+	e->owner_pid = MyProcPid;
+	e->database = MyDatabaseId;
+	e->kind = req->kind;
+	e->flags = req->flags;
+	e->arg = req->arg;
+	e->targ = req->targ;
+	e->expect_session = req->expect_session;
+	e->requested_at = now;
+	e->taken_at = 0;
+	e->connect_timeout = zklock_connect_timeout;
+	e->connect_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
+	strlcpy(e->app, application_name ? application_name : "", sizeof(e->app));
+	strlcpy(e->name, req->name, sizeof(e->name));
+	e->ask = ZK_ASK_NONE;
+	e->ask_state = ZK_ASK_IDLE;
+	e->token = 0;
+	e->session_id = 0;
+	e->granted_at = 0;
+	e->result = 0;
+	e->rows = 0;
+	e->revoke_requested = false;
+	e->waited = false;
+	e->sqlerrcode = 0;
+	e->errmsg[0] = '\0';
+	e->node[0] = '\0';
+	e->waiting_on[0] = '\0';
+	e->session_count = 0;
+	e->xact_count = 0;
+	*generation = e->generation;
+	zk_queue_locked(e);
+	LWLockRelease(zk_shared->lock);
+
+	pg_atomic_fetch_add_u64(&zk_shared->n_requests, 1);
+	zk_wake_worker();
+	return e - zk_shared->entries;
+}
+
+/*
+ * Hand an entry back to the worker: the caller no longer holds or wants it.
+ * Never throws (it is called from abort callbacks and exit hooks) and never
+ * waits: zk_await_released() waits for the worker to be done with it.
+ */
+void
+zk_give_up(int id, uint32 generation)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->generation == generation && e->state != ZKE_FREE && !e->released)
+		zk_release_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake_worker();
+}
+
+/*
+ * Is this session the worker's current one, confirmed recently enough to
+ * vouch for its nodes?  Only while the worker has confirmed it through the
+ * ZooKeeper leader within the last half of the session timeout (see
+ * session.c): a paused, hung or cut-off worker stops vouching for its
+ * nodes long before ZooKeeper could expire them and grant them to someone
+ * else, and a node of any earlier session never counts.  Caller holds the
+ * lock.
+ */
+static bool
+zk_trusted_locked(int64 session_id)
+{
+	return session_id != 0 &&
+		session_id == zk_shared->session_id &&
+		zk_shared->session_timeout > 0 &&
+		!TimestampDifferenceExceeds(zk_shared->confirmed_at,
+									GetCurrentTimestamp(),
+									zk_shared->session_timeout / 2);
+}
+
+bool
+zk_trusted_session(int64 session_id)
+{
+	bool		trusted;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	trusted = zk_trusted_locked(session_id);
+	LWLockRelease(zk_shared->lock);
+	return trusted;
+}
+
+/*
+ * Can the worker still delete nodes of its session, or may the session
+ * still live on in ZooKeeper with them?  False once no worker runs, the
+ * session is known lost (or there is none), or nothing has confirmed it
+ * for a whole session timeout: its nodes then go with it.  Caller holds
+ * the lock.
+ */
+static bool
+zk_session_may_live_locked(void)
+{
+	return zk_shared->worker_latch != NULL &&
+		zk_shared->session_id != 0 &&
+		zk_shared->session_state != ZKS_LOST &&
+		zk_shared->session_timeout > 0 &&
+		!TimestampDifferenceExceeds(zk_shared->confirmed_at,
+									GetCurrentTimestamp(),
+									zk_shared->session_timeout);
+}
+
+/*
+ * Wait until the worker is done with every entry this backend gave up:
+ * their nodes are deleted in ZooKeeper, or serve another request of the
+ * instance that the lock passed to.  So when a release, a failed no-wait
+ * attempt or a timed-out wait returns, every client can take the lock
+ * unless someone else holds or waits for it.
+ *
+ * The wait ends early when the worker cannot finish (see
+ * zk_session_may_live_locked): the nodes then go with the session.  With
+ * interruptible, cancel and statement_timeout end it as an ERROR (the
+ * entries stay given up; nothing waits for them again); transaction
+ * callbacks pass false and never throw here.  A backend on its way out
+ * (pg_terminate_backend, shutdown; exit hooks and the abort they cause)
+ * does not wait at all: nobody waits for its answer.
+ */
+void
+zk_await_released(bool interruptible)
+{
+	while (ngiven_up > 0)
+	{
+		int			n = 0;
+		bool		may_live;
+
+		if (ProcDiePending || proc_exit_inprogress)
+			break;
+		LWLockAcquire(zk_shared->lock, LW_SHARED);
+		for (int i = 0; i < ngiven_up; i++)
+		{
+			ZkEntry    *e = ZK_ENTRY(given_up[i].id);
+
+			if (e->generation == given_up[i].generation &&
+				e->state != ZKE_FREE)
+				given_up[n++] = given_up[i];
+		}
+		ngiven_up = n;
+		may_live = zk_session_may_live_locked();
+		LWLockRelease(zk_shared->lock);
+		if (n == 0 || !may_live)
+			break;
+
+		/*
+		 * Without a postmaster the worker and its session go too: stop
+		 * waiting.  Not exiting here, which inside the commit callback would
+		 * try to abort a committed transaction (a PANIC); the backend exits
+		 * at its next wait.
+		 */
+		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+					  100, PG_WAIT_EXTENSION) & WL_POSTMASTER_DEATH)
+			break;
+		ResetLatch(MyLatch);
+		if (interruptible)
+		{
+			/* an ERROR here leaves nothing for a later wait */
+			ngiven_up = 0;
+			CHECK_FOR_INTERRUPTS();
+			ngiven_up = n;
+		}
+	}
+	ngiven_up = 0;
+}
+
+/*
+ * Does the caller hold this entry now?  ZKE_HELD only when it is granted,
+ * in the worker's current session, confirmed recently (see above);
+ * ZKE_LOST when the worker said it is lost (its session is gone) or it is
+ * no longer the caller's; ZKE_PENDING when it is granted but cannot be
+ * vouched for now (no current session, or not confirmed lately): it may
+ * turn out held or lost.  *token, when given, gets the fencing token.
+ */
+ZkEntryState
+zk_entry_check(int id, uint32 generation, int64 *token)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	ZkEntryState state = ZKE_LOST;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	if (e->generation == generation && e->state == ZKE_HELD && !e->released)
+		state = zk_trusted_locked(e->session_id) ? ZKE_HELD : ZKE_PENDING;
+	if (token)
+		*token = e->token;
+	LWLockRelease(zk_shared->lock);
+	return state;
+}
+
+/* The ZooKeeper session an entry was granted in (0 if none). */
+int64
+zk_entry_session(int id, uint32 generation)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int64		session;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	session = e->generation == generation ? e->session_id : 0;
+	LWLockRelease(zk_shared->lock);
+	return session;
+}
+
+bool
+zk_entry_valid(int id, uint32 generation, int64 *token)
+{
+	return zk_entry_check(id, generation, token) == ZKE_HELD;
+}
+
+/*
+ * Wait, until the deadline (0: none), for a granted entry whose session is
+ * not confirmed lately to be confirmed, or lost.  Returns the last
+ * zk_entry_check() answer; the entry stays the caller's either way.
+ */
+ZkEntryState
+zk_wait_confirmed(int id, uint32 generation, TimestampTz deadline)
+{
+	for (;;)
+	{
+		ZkEntryState state = zk_entry_check(id, generation, NULL);
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (state != ZKE_PENDING || (deadline != 0 && now >= deadline))
+			return state;
+		zk_sleep(deadline ? Min(100, (deadline - now + 999) / 1000) : 100);
+	}
+}
+
+/*
+ * Give up a request that is still waiting, atomically with respect to the
+ * worker's decision: returns HELD if a valid grant came first (the caller
+ * then owns the holding), else the entry is given up and its last state
+ * returned.
+ */
+static ZkEntryState
+zk_cancel(ZkEntry *e)
+{
+	ZkEntryState state;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	state = e->state;
+	if (state == ZKE_HELD && !zk_trusted_locked(e->session_id))
+		state = ZKE_PENDING;	/* an unconfirmed grant is no grant */
+	if (state != ZKE_HELD)
+		zk_release_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake_worker();
+	return state;
+}
+
+/*
+ * Where the time of a grant went, for DEBUG2 (see README, "What one acquire
+ * costs"): from the request to the worker taking it (the backend's SetLatch
+ * and the worker's wake-up), from there to the grant (ZooKeeper's round
+ * trips and the worker's work; nothing of ZooKeeper for a local hand-off),
+ * and from the grant to this backend running again (the worker's SetLatch
+ * and our wake-up).
+ */
+static void
+zk_log_phases(ZkEntry *e)
+{
+	TimestampTz requested_at;
+	TimestampTz taken_at;
+	TimestampTz granted_at;
+	int64		token;
+	TimestampTz now;
+
+	if (!message_level_is_interesting(DEBUG2))
+		return;
+	now = GetCurrentTimestamp();
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	requested_at = e->requested_at;
+	taken_at = e->taken_at;
+	granted_at = e->granted_at;
+	token = e->token;
+	LWLockRelease(zk_shared->lock);
+	if (taken_at == 0 || granted_at < taken_at)
+		return;					/* granted on an earlier request's node */
+	ereport(DEBUG2,
+			(errmsg_internal("zklock phases of a grant of \"%s\": to worker %ld us, worker and ZooKeeper %ld us, back %ld us, %s",
+							 e->name,
+							 (long) (taken_at - requested_at),
+							 (long) (granted_at - taken_at),
+							 (long) (now - granted_at),
+							 (token & 1023) != 0 ? "local" : "node")));
+}
+
+static long
+zk_ms_until(TimestampTz now, TimestampTz t)
+{
+	return t <= now ? 0 : (long) ((t - now + 999) / 1000);
+}
+
+/* ERROR with the worker's reason for FAILED; the entry is given up first. */
+static void
+zk_raise_failure(ZkEntry *e, int id, uint32 generation)
+{
+	int			code = e->sqlerrcode;
+	char		msg[ZK_ERRMSG_MAX];
+	char		name[ZK_NAME_MAX + 1];
+	ZkKind		kind = e->kind;
+
+	/* copy it all: once given up, the entry may be reused */
+	strlcpy(msg, e->errmsg, sizeof(msg));
+	strlcpy(name, e->name, sizeof(name));
+	zk_give_up(id, generation);
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("zklock could not %s \"%s\"", zk_kind_verb(kind), name),
+			 errdetail_internal("%s", msg)));
+}
+
+/*
+ * The error of a request that found no usable ZooKeeper session within
+ * zklock.connect_timeout; the worker's last error says why.
+ */
+static void
+zk_raise_unreachable(int id, uint32 generation)
+{
+	char		last[ZK_ERRMSG_MAX];
+	size_t		len;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	strlcpy(last, zk_shared->last_error, sizeof(last));
+	LWLockRelease(zk_shared->lock);
+	zk_give_up(id, generation);
+	/* the sentence below ends with its own period */
+	len = strlen(last);
+	while (len > 0 && (last[len - 1] == '.' || last[len - 1] == ' ' ||
+					   last[len - 1] == '\n'))
+		last[--len] = '\0';
+	if (last[0])
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
+				 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms); its last error was: %s.",
+						   zklock_connect_timeout, last),
+				 errhint("Check zklock.hosts and the zklock worker's messages in the server log.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
+			 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms).",
+					   zklock_connect_timeout),
+			 errhint("Check zklock.hosts and the zklock worker's messages in the server log.")));
+}
+
+/*
+ * Sleep on the latch until woken or until wait_ms (at most a second) has
+ * passed, like a core lock wait: shown as wait_event_type 'Extension', with
+ * statement_timeout, lock_timeout and cancel arriving as ERRORs.
+ */
+static void
+zk_sleep(long wait_ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Max(Min(wait_ms, 1000), 1), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * The deadline of a wait of timeout_ms milliseconds from now, for
+ * zk_wait(): 0 (none) when timeout_ms is 0 (not waiting: ZKR_NOWAIT) or
+ * negative (ZK_WAIT_FOREVER).
+ */
+TimestampTz
+zk_deadline(int64 timeout_ms)
+{
+	if (timeout_ms <= 0)
+		return 0;
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+}
+
+/*
+ * Wait for the outcome of a request until the deadline (0: none).
+ *
+ * Returns
+ *	ZKE_HELD		granted, in a confirmed session: the caller owns it
+ *	ZKE_DONE		a one-shot request finished (see zk_entry_result)
+ *	ZKE_WOULD_BLOCK	a no-wait request found it taken (entry given up)
+ *	ZKE_PENDING		the deadline passed (entry given up)
+ *	ZKE_LOST		the session was lost and the request was not started
+ *					again (ZKR_NO_RESTART; entry given up)
+ * A failure reported by the worker, a missing ZooKeeper session after
+ * zklock.connect_timeout and interrupts are raised as ERRORs, after giving
+ * the entry up.  A grant whose session is not confirmed is waited on until
+ * it is, or is lost.
+ */
+ZkEntryState
+zk_wait(int id, uint32 generation, TimestampTz deadline)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	ZkEntryState result = ZKE_PENDING;
+
+	Assert(e->generation == generation);
+	if (LockTimeout > 0)
+		enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+
+	PG_TRY();
+	{
+		for (;;)
+		{
+			ZkEntryState state;
+			bool		trusted;
+			bool		connecting;
+			TimestampTz connect_deadline;
+			TimestampTz now;
+			long		wait_ms = 1000;
+
+			LWLockAcquire(zk_shared->lock, LW_SHARED);
+			state = e->state;
+			trusted = zk_trusted_locked(e->session_id);
+			/* a request that has no node yet needs a session soon */
+			connecting = zk_shared->session_state != ZKS_CONNECTED &&
+				state == ZKE_PENDING && e->node[0] == '\0';
+			connect_deadline = e->connect_deadline;
+			LWLockRelease(zk_shared->lock);
+
+			if ((state == ZKE_HELD && trusted) || state == ZKE_DONE)
+			{
+				result = state;
+				if (state == ZKE_HELD)
+					zk_log_phases(e);
+				break;
+			}
+			if (state == ZKE_WOULD_BLOCK || state == ZKE_LOST)
+			{
+				zk_give_up(id, generation);
+				result = state;
+				break;
+			}
+			if (state == ZKE_FAILED)
+				zk_raise_failure(e, id, generation);
+
+			now = GetCurrentTimestamp();
+			if (deadline != 0)
+			{
+				if (now >= deadline)
+				{
+					result = zk_cancel(e);
+					if (result == ZKE_FAILED)
+						zk_raise_failure(e, id, generation);
+					if (result != ZKE_HELD && result != ZKE_DONE)
+					{
+						result = ZKE_PENDING;
+						pg_atomic_fetch_add_u64(&zk_shared->n_timeouts, 1);
+					}
+					break;
+				}
+				wait_ms = Min(wait_ms, zk_ms_until(now, deadline));
+			}
+			if (connecting)
+			{
+				if (now >= connect_deadline)
+					zk_raise_unreachable(id, generation);
+				wait_ms = Min(wait_ms, zk_ms_until(now, connect_deadline));
+			}
+			zk_sleep(wait_ms);
+		}
+	}
+	PG_CATCH();
+	{
+		int			code = geterrcode();
+
+		if (code == ERRCODE_QUERY_CANCELED || code == ERRCODE_LOCK_NOT_AVAILABLE)
+			pg_atomic_fetch_add_u64(&zk_shared->n_cancels, 1);
+		if (LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
+		zk_give_up(id, generation);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (LockTimeout > 0)
+		disable_timeout(LOCK_TIMEOUT, false);
+	/* given up: answer once its node is gone (lock_timeout is not for that) */
+	if (result == ZKE_WOULD_BLOCK || result == ZKE_LOST || result == ZKE_PENDING)
+		zk_await_released(true);
+	return result;
+}
+
+/*
+ * Ask the worker for something more on an entry the caller holds, and wait
+ * for its answer until the deadline (0: none).  Returns DONE or
+ * WOULD_BLOCK as the worker answered, or PENDING when the deadline passed
+ * first; a failure the worker reports is raised as an ERROR.  The entry
+ * stays the caller's either way.
+ */
+static ZkAskState
+zk_ask_loop(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	Assert(e->generation == generation && !e->released);
+	e->ask = ask;
+	e->ask_state = ZK_ASK_PENDING;
+	e->sqlerrcode = 0;
+	e->errmsg[0] = '\0';
+	zk_queue_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake_worker();
+
+	for (;;)
+	{
+		ZkAskState state;
+		int			code;
+		char		msg[ZK_ERRMSG_MAX];
+		TimestampTz now;
+
+		LWLockAcquire(zk_shared->lock, LW_SHARED);
+		state = e->ask_state;
+		code = e->sqlerrcode;
+		strlcpy(msg, e->errmsg, sizeof(msg));
+		LWLockRelease(zk_shared->lock);
+
+		if (state == ZK_ASK_DONE || state == ZK_ASK_WOULD_BLOCK)
+			return state;
+		if (state == ZK_ASK_FAILED)
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("zklock could not %s \"%s\"",
+							ask == ZK_ASK_FINALIZE ? "finalize job claim" :
+							"leave the double barrier", e->name),
+					 errdetail_internal("%s", msg)));
+		now = GetCurrentTimestamp();
+		if (deadline != 0 && now >= deadline)
+			return ZK_ASK_PENDING;
+		zk_sleep(deadline ? zk_ms_until(now, deadline) : 1000);
+	}
+}
+
+/*
+ * Ask the worker for something more on an entry the caller holds, and wait
+ * until it is done or the deadline (0: none) passes.  A failure or the
+ * deadline raise an ERROR; the entry stays the caller's either way (it
+ * gives it up as usual).
+ */
+void
+zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
+{
+	if (zk_ask_loop(id, generation, ask, deadline) == ZK_ASK_PENDING)
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("zklock timed out waiting for ZooKeeper")));
+}
+
+/*
+ * Ask something of a held entry that waits for others (leave a double
+ * barrier) and wait for it like a lock wait: cancel, statement_timeout and
+ * lock_timeout end it with their ERRORs.  Returns DONE, WOULD_BLOCK (a
+ * no-wait ask), or PENDING when the deadline (0: none) passed first; the
+ * entry stays the caller's in every case, errors included.
+ */
+ZkAskState
+zk_ask_wait(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
+{
+	ZkAskState	state;
+
+	if (LockTimeout > 0)
+		enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+	PG_TRY();
+	{
+		state = zk_ask_loop(id, generation, ask, deadline);
+	}
+	PG_FINALLY();
+	{
+		if (LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
+	}
+	PG_END_TRY();
+	return state;
+}
+
+/* The answer of a one-shot request that is DONE. */
+int64
+zk_entry_result(int id, uint32 generation)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int64		result;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	Assert(e->generation == generation);
+	result = e->result;
+	LWLockRelease(zk_shared->lock);
+	return result;
+}
+
+/*
+ * Publish how often the owner holds an entry, for the zk_locks view, and
+ * whether letting go of its revocable acquisitions would release it (the
+ * worker then signals the owner when a revocation is requested).
+ */
+void
+zk_entry_publish(int id, uint32 generation, int session_count, int xact_count,
+				 bool revocable)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->generation == generation)
+	{
+		e->session_count = session_count;
+		e->xact_count = xact_count;
+		if (revocable)
+			e->flags |= ZKR_REVOCABLE;
+		else
+			e->flags &= ~ZKR_REVOCABLE;
+	}
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Has someone asked the holder of this entry to let go? */
+bool
+zk_entry_revoke_requested(int id, uint32 generation)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	bool		requested;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	requested = e->generation == generation && e->revoke_requested;
+	LWLockRelease(zk_shared->lock);
+	return requested;
+}
+
+/*
+ * Ask the worker for a listing of what of name (ZK_LIST_*) and wait for
+ * it: returns how many rows, with *rows in the caller's memory context;
+ * none when the listing failed or was given up.
+ */
+int
+zk_list(const char *name, int what, ZkRow **rows)
+{
+	ZkRequest	req = {0};
+	uint32		generation;
+	int			id;
+	int			n = 0;
+
+	*rows = NULL;
+	req.kind = ZK_KIND_LIST;
+	req.name = name;
+	req.arg = what;
+	id = zk_request(&req, &generation);
+	if (zk_wait(id, generation, 0) == ZKE_DONE)
+	{
+		n = zk_read_rows(id, generation, rows);
+		zk_give_up(id, generation);
+	}
+	return n;
+}
+
+/*
+ * Take the rows of a DONE listing request: returns how many, with *rows
+ * allocated in the caller's memory context.  The DSM segment the worker
+ * made is released.
+ */
+int
+zk_read_rows(int id, uint32 generation, ZkRow **rows)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	dsm_handle	handle;
+	dsm_segment *seg;
+	char	   *p;
+	int			n;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	Assert(e->generation == generation);
+	handle = e->rows;
+	e->rows = 0;
+	LWLockRelease(zk_shared->lock);
+
+	*rows = NULL;
+	if (handle == 0)
+		return 0;
+	seg = dsm_attach(handle);
+	dsm_unpin_segment(handle);
+	if (seg == NULL)
+		return 0;
+
+	/* layout: int32 count, then per row int32 ncols and per column a flag
+	 * byte (0: NULL) and a NUL-terminated string */
+	p = dsm_segment_address(seg);
+	memcpy(&n, p, sizeof(int32));
+	p += sizeof(int32);
+	*rows = palloc0(sizeof(ZkRow) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		ZkRow	   *r = &(*rows)[i];
+
+		memcpy(&r->ncols, p, sizeof(int32));
+		p += sizeof(int32);
+		for (int c = 0; c < r->ncols; c++)
+		{
+			bool		isnull = (*p++ == 0);
+
+			if (isnull)
+				r->cols[c] = NULL;
+			else
+			{
+				r->cols[c] = pstrdup(p);
+				p += strlen(p) + 1;
+			}
+		}
+	}
+	dsm_detach(seg);
+	return n;
+}
+
+/* ---- worker side ---- */
+
+/* Take up to max ids off the worker queue.  Returns how many. */
+int
+zk_take_queue(int *ids, int max)
+{
+	int			n = 0;
+	TimestampTz now = 0;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	while (n < max && !dlist_is_empty(&zk_shared->queue))
+	{
+		ZkEntry    *e = dlist_container(ZkEntry, link,
+										dlist_pop_head_node(&zk_shared->queue));
+
+		e->queued = false;
+		if (e->taken_at == 0 && e->state == ZKE_PENDING)
+		{
+			if (now == 0)
+				now = GetCurrentTimestamp();
+			e->taken_at = now;
+		}
+		ids[n++] = e - zk_shared->entries;
+	}
+	LWLockRelease(zk_shared->lock);
+	return n;
+}
+
+/* Wake the owner of an entry unless it gave the entry up; lock held. */
+static int
+zk_owner_locked(ZkEntry *e)
+{
+	return e->released ? -1 : e->owner_procno;
+}
+
+static void
+zk_wake(int procno)
+{
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * Record the outcome of a request (or the loss of a holding) and wake its
+ * backend.  The message, if any, becomes the DETAIL of the backend's error.
+ */
+void
+zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->state = state;
+	e->sqlerrcode = sqlerrcode;
+	if (fmt)
+	{
+		va_list		ap;
+
+		va_start(ap, fmt);
+		vsnprintf(e->errmsg, sizeof(e->errmsg), fmt, ap);
+		va_end(ap);
+	}
+	if (state != ZKE_PENDING)
+		e->waiting_on[0] = '\0';
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Grant an entry: its fencing token, the session and node it holds by. */
+void
+zk_set_grant(int id, int64 token, int64 session_id, const char *node)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->state = ZKE_HELD;
+	e->token = token;
+	e->session_id = session_id;
+	e->granted_at = GetCurrentTimestamp();
+	strlcpy(e->node, node, sizeof(e->node));
+	e->waiting_on[0] = '\0';
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
+	zk_wake(procno);
+}
+
+/* Finish a one-shot request with its answer. */
+void
+zk_set_result(int id, int64 result)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->state = ZKE_DONE;
+	e->result = result;
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Append one row (ncols strings, NULL for SQL NULL) to a listing. */
+void
+zk_add_row(StringInfo rows, int ncols, const char *const *cols)
+{
+	int32		nc = ncols;
+
+	if (rows->len == 0)
+	{
+		int32		zero = 0;
+
+		appendBinaryStringInfo(rows, (char *) &zero, sizeof(int32));
+	}
+	appendBinaryStringInfo(rows, (char *) &nc, sizeof(int32));
+	for (int c = 0; c < ncols; c++)
+	{
+		appendStringInfoChar(rows, cols[c] ? 1 : 0);
+		if (cols[c])
+			appendBinaryStringInfo(rows, cols[c], strlen(cols[c]) + 1);
+	}
+	((int32 *) rows->data)[0]++;
+}
+
+/*
+ * Finish a listing request: its rows go into a DSM segment the backend
+ * attaches to (and unpins); the entry becomes DONE with the row count.
+ * Worker only (it may ERROR if no DSM segment can be made: the caller runs
+ * outside ZooKeeper callbacks).
+ */
+void
+zk_set_rows(int id, StringInfo rows)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	dsm_segment *seg = NULL;
+	dsm_handle	handle = 0;
+	int32		n = 0;
+	int			procno;
+
+	if (rows->len > 0)
+	{
+		memcpy(&n, rows->data, sizeof(int32));
+		seg = dsm_create(rows->len, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	}
+	if (seg)
+	{
+		memcpy(dsm_segment_address(seg), rows->data, rows->len);
+		dsm_pin_segment(seg);
+		handle = dsm_segment_handle(seg);
+		dsm_detach(seg);
+	}
+	else if (rows->len > 0)
+	{
+		zk_set_outcome(id, ZKE_FAILED, ERRCODE_OUT_OF_MEMORY,
+					   "No dynamic shared memory segment was available for the answer.");
+		return;
+	}
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->released && handle != 0)
+	{
+		LWLockRelease(zk_shared->lock);
+		dsm_unpin_segment(handle);
+		return;
+	}
+	e->rows = handle;
+	e->result = n;
+	e->state = ZKE_DONE;
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Finish an ask of the owner on a held entry. */
+void
+zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode, const char *fmt,...)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->ask_state = state;
+	e->sqlerrcode = sqlerrcode;
+	if (fmt)
+	{
+		va_list		ap;
+
+		va_start(ap, fmt);
+		vsnprintf(e->errmsg, sizeof(e->errmsg), fmt, ap);
+		va_end(ap);
+	}
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/*
+ * Record the node of a request and the node it waits for ("" for none).
+ * Called for requests that wait (for another node, a local holder, a
+ * barrier); the first call for a request counts it in n_waits.
+ */
+void
+zk_set_node(int id, const char *node, const char *waiting_on)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	bool		first_wait;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	strlcpy(e->node, node ? node : "", ZK_NODE_MAX);
+	strlcpy(e->waiting_on, waiting_on ? waiting_on : "", ZK_NODE_MAX);
+	first_wait = e->state == ZKE_PENDING && !e->waited;
+	e->waited = true;
+	LWLockRelease(zk_shared->lock);
+	if (first_wait)
+		pg_atomic_fetch_add_u64(&zk_shared->n_waits, 1);
+}
+
+/*
+ * Note that someone asked the holder of an entry to let go, and interrupt
+ * (SIGINT) its owner if it asked for that (ZKR_REVOCABLE) and still holds
+ * it.  Returns the pid interrupted, else 0.
+ */
+int
+zk_set_revoke_requested(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			pid = 0;
+	int			kill_errno = 0;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->revoke_requested = true;
+	if ((e->flags & ZKR_REVOCABLE) && !e->released && e->state == ZKE_HELD)
+	{
+		/*
+		 * Signalled under the lock, so that the owner cannot have released
+		 * the entry (and started something else) in between.
+		 */
+		pid = e->owner_pid;
+		if (kill(pid, SIGINT) != 0)
+			kill_errno = errno;
+	}
+	LWLockRelease(zk_shared->lock);
+	if (kill_errno != 0)
+	{
+		errno = kill_errno;
+		elog(DEBUG1, "could not signal process %d: %m", pid);
+	}
+	return pid;
+}
+
+/*
+ * Return an entry to the free list (any listing it held is dropped), and
+ * wake the backend that gave it up: it may wait for this
+ * (zk_await_released).
+ */
+void
+zk_free_entry(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	dsm_handle	rows;
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	procno = e->released ? e->owner_procno : -1;
+	if (e->queued)
+		dlist_delete(&e->link);
+	e->queued = false;
+	e->state = ZKE_FREE;
+	e->released = false;
+	e->owner_pid = 0;
+	rows = e->rows;
+	e->rows = 0;
+	dlist_push_head(&zk_shared->free_entries, &e->link);
+	LWLockRelease(zk_shared->lock);
+	if (rows != 0)
+		dsm_unpin_segment(rows);
+	zk_wake(procno);
+	ConditionVariableBroadcast(&zk_shared->entry_freed);
+}
+
+/* Publish the session state. */
+void
+zk_set_session_state(ZkSessionState state, int64 session_id, int timeout,
+					 const char *server)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	strlcpy(zk_shared->server, server ? server : "", sizeof(zk_shared->server));
+	if (session_id != zk_shared->session_id)
+		zk_shared->confirmed_at = 0;
+	zk_shared->session_state = state;
+	zk_shared->session_id = session_id;
+	zk_shared->session_timeout = timeout;
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Publish that the session was confirmed alive at "at" (see session.c). */
+void
+zk_set_confirmed(int64 session_id, TimestampTz at)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (session_id == zk_shared->session_id && at > zk_shared->confirmed_at)
+		zk_shared->confirmed_at = at;
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Record the last error the worker met, for zk_status(). */
+void
+zk_set_last_error(const char *fmt,...)
+{
+	va_list		ap;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	va_start(ap, fmt);
+	vsnprintf(zk_shared->last_error, sizeof(zk_shared->last_error), fmt, ap);
+	va_end(ap);
+	LWLockRelease(zk_shared->lock);
+}

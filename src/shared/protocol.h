@@ -1,0 +1,251 @@
+/*-------------------------------------------------------------------------
+ *
+ * protocol.h
+ *	  The shared-memory request protocol between backends and the worker.
+ *
+ * Every request of a backend (take a lock, join a barrier, claim a job
+ * slot, list a lock's participants, ...) is one ZkEntry in a fixed pool in
+ * shared memory (zklock.max_locks of them).  A backend takes a free entry,
+ * fills in the request, queues it for the worker and sleeps on its latch;
+ * the worker's engine carries it out, writes the outcome into the entry
+ * and sets the backend's latch.  A granted entry stays the backend's
+ * holding; the backend may "ask" something more of it (make a job claim
+ * final, leave a double barrier) the same way.  To give an entry up
+ * (release, cancel, timeout, exit) the backend sets "released" and queues
+ * it again; from then on it belongs to the worker, which frees it (what
+ * remains to be done in ZooKeeper, such as deleting a node, the engine
+ * does on its own).
+ *
+ * The protocol knows nothing about recipes: "kind" selects an engine
+ * driver, the rest are parameters and results.
+ *
+ * All fields are protected by ZkShared->lock, except those the comments
+ * mark as fixed while the entry is in use.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_PROTOCOL_H
+#define ZKLOCK_PROTOCOL_H
+
+#include "lib/ilist.h"
+#include "lib/stringinfo.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/dsm.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+
+#include "shared/zklock.h"
+
+typedef enum ZkEntryState
+{
+	ZKE_FREE = 0,				/* on the free list */
+	ZKE_PENDING,				/* asked for, not decided yet */
+	ZKE_HELD,					/* granted: the backend holds it */
+	ZKE_DONE,					/* a one-shot request finished: see result */
+	ZKE_WOULD_BLOCK,			/* no-wait request found it taken */
+	ZKE_FAILED,					/* could not be done: see errcode/errmsg */
+	ZKE_LOST					/* its ZooKeeper session is gone (or revoked) */
+} ZkEntryState;
+
+/* What a backend can ask of an entry it holds. */
+typedef enum ZkAsk
+{
+	ZK_ASK_NONE = 0,
+	ZK_ASK_FINALIZE,			/* job claim: make it final (at COMMIT) */
+	ZK_ASK_LEAVE,				/* double barrier: leave it */
+	ZK_ASK_LEAVE_NOWAIT			/* ... WOULD_BLOCK rather than wait */
+} ZkAsk;
+
+typedef enum ZkAskState
+{
+	ZK_ASK_IDLE = 0,
+	ZK_ASK_PENDING,
+	ZK_ASK_DONE,
+	ZK_ASK_WOULD_BLOCK,			/* a no-wait ask would have to wait */
+	ZK_ASK_FAILED				/* errcode/errmsg say why */
+} ZkAskState;
+
+/* flags of a request */
+#define ZKR_NOWAIT		0x01	/* answer WOULD_BLOCK instead of waiting */
+#define ZKR_NO_RESTART	0x02	/* on session loss while pending: LOST, not
+								 * a fresh start (part of a composite) */
+#define ZKR_REVOCABLE	0x04	/* revoked: signal the owner (SIGINT); the
+								 * owner keeps it current (zk_entry_publish) */
+
+typedef struct ZkEntry
+{
+	dlist_node	link;			/* free list or worker queue */
+	bool		queued;			/* on the worker queue */
+	ZkEntryState state;
+	bool		released;		/* owner gave it up: the worker frees it */
+	uint32		generation;		/* bumped at every allocation */
+
+	/* fixed while in use: the request */
+	int			owner_procno;	/* pgprocno of the requesting backend */
+	int			owner_pid;
+	Oid			database;
+	ZkKind		kind;
+	int			flags;			/* ZKR_* (the owner may add ZKR_REVOCABLE) */
+	int32		arg;			/* max_leases, members, what to list, ... */
+	TimestampTz targ;			/* job claim: the slot */
+	int64		expect_session; /* if not 0: LOST unless still this session */
+	TimestampTz requested_at;
+	TimestampTz taken_at;		/* the worker took the request (written by
+								 * the worker) */
+	int			connect_timeout;	/* zklock.connect_timeout of the requester */
+	TimestampTz connect_deadline;	/* fail if no session by then */
+	char		app[NAMEDATALEN];	/* application_name, for node data */
+	char		name[ZK_NAME_MAX + 1];
+
+	/* the owner's asks on a held entry */
+	ZkAsk		ask;
+	ZkAskState	ask_state;
+
+	/* written by the worker */
+	int64		token;			/* fencing token, once granted */
+	int64		session_id;		/* ZooKeeper session the grant belongs to */
+	TimestampTz granted_at;
+	int64		result;			/* one-shot requests: their answer */
+	dsm_handle	rows;			/* listings: a DSM segment of rows, or 0 */
+	bool		revoke_requested;	/* someone asked the holder to let go */
+	bool		waited;			/* counted in n_waits (zk_set_node) */
+	int			sqlerrcode;		/* for FAILED */
+	char		errmsg[ZK_ERRMSG_MAX];
+	char		node[ZK_NODE_MAX];	/* our node, once created */
+	char		waiting_on[ZK_NODE_MAX];	/* node we wait for, if any */
+
+	/* written by the owner, for the zk_locks view */
+	int			session_count;	/* session-scope acquisitions */
+	int			xact_count;		/* transaction-scope acquisitions */
+} ZkEntry;
+
+/* State of the worker's ZooKeeper session, as backends see it. */
+typedef enum ZkSessionState
+{
+	ZKS_CONNECTING = 0,			/* no session yet, or a new one being made */
+	ZKS_CONNECTED,
+	ZKS_SUSPENDED,				/* disconnected; the session may still live */
+	ZKS_LOST					/* expired or given up; a new one follows */
+} ZkSessionState;
+
+/* One leader group of zklock.leader_groups, as the worker publishes it. */
+typedef struct ZkGroup
+{
+	bool		in_use;
+	bool		leader;			/* this instance leads it ... */
+	int64		session_id;		/* ... in this session */
+	TimestampTz since;			/* leading since / leader known since */
+	char		leader_node[ZK_NODE_MAX];
+	char		leader_data[ZK_DATA_SHOWN];	/* who leads, as its node says */
+	char		name[ZK_NAME_MAX + 1];
+} ZkGroup;
+
+typedef struct ZkShared
+{
+	LWLock	   *lock;
+	Latch	   *worker_latch;	/* NULL while no worker runs */
+	pid_t		worker_pid;
+	ZkSessionState session_state;
+	int64		session_id;
+	int			session_timeout;	/* negotiated, in ms; 0 if none */
+	TimestampTz confirmed_at;	/* see worker/session.c */
+	char		server[128];	/* host:port the session is connected to */
+	char		last_error[ZK_ERRMSG_MAX];
+
+	/*
+	 * Counters for zk_status() and zk_stats (monitor.c): cumulative since
+	 * shared memory was set up or zk_stats_reset(), without a lock.
+	 */
+	pg_atomic_uint64 stats_reset;	/* TimestampTz of the last reset */
+	pg_atomic_uint64 n_requests;
+	pg_atomic_uint64 n_grants;
+	pg_atomic_uint64 n_local_grants;
+	pg_atomic_uint64 n_timeouts;
+	pg_atomic_uint64 n_reconnects;
+	pg_atomic_uint64 n_session_losses;
+	pg_atomic_uint64 n_orphans;
+	pg_atomic_uint64 n_waits;	/* requests that had to wait for another */
+	pg_atomic_uint64 n_cancels; /* waits ended by cancel or a timeout GUC */
+	pg_atomic_uint64 n_zk_requests; /* calls the engine sent to ZooKeeper */
+	pg_atomic_uint32 n_nodes;	/* znodes of ours the engine tracks */
+	pg_atomic_uint32 n_watches;	/* watches it has set */
+
+	ZkGroup		groups[ZK_MAX_GROUPS];
+
+	dlist_head	free_entries;
+	ConditionVariable entry_freed;	/* signalled when an entry is freed */
+	dlist_head	queue;			/* entries the worker must look at */
+	int			num_entries;
+	ZkEntry		entries[FLEXIBLE_ARRAY_MEMBER];
+} ZkShared;
+
+extern ZkShared *zk_shared;
+
+/* shared memory set-up (protocol.c) */
+extern void zk_shmem_request(void);
+extern void zk_shmem_startup(void);
+
+/* backend side (protocol.c) */
+typedef struct ZkRequest
+{
+	ZkKind		kind;
+	const char *name;
+	int			flags;
+	int32		arg;
+	TimestampTz targ;
+	int64		expect_session; /* LOST unless the worker's session is this */
+} ZkRequest;
+
+extern int	zk_request(const ZkRequest *req, uint32 *generation);
+extern TimestampTz zk_deadline(int64 timeout_ms);
+extern ZkEntryState zk_wait(int id, uint32 generation, TimestampTz deadline);
+extern void zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline);
+extern ZkAskState zk_ask_wait(int id, uint32 generation, ZkAsk ask,
+							  TimestampTz deadline);
+extern void zk_give_up(int id, uint32 generation);
+extern void zk_await_released(bool interruptible);
+extern bool zk_entry_valid(int id, uint32 generation, int64 *token);
+extern int64 zk_entry_session(int id, uint32 generation);
+extern ZkEntryState zk_entry_check(int id, uint32 generation, int64 *token);
+extern ZkEntryState zk_wait_confirmed(int id, uint32 generation,
+									  TimestampTz deadline);
+extern int64 zk_entry_result(int id, uint32 generation);
+extern void zk_entry_publish(int id, uint32 generation, int session_count,
+							 int xact_count, bool revocable);
+extern bool zk_entry_revoke_requested(int id, uint32 generation);
+extern void zk_wake_worker(void);
+extern bool zk_trusted_session(int64 session_id);
+
+/* listings: rows the worker hands over in a DSM segment (protocol.c) */
+typedef struct ZkRow
+{
+	int			ncols;
+	const char *cols[ZK_ROW_MAX_COLS];	/* NULL for SQL NULL */
+} ZkRow;
+
+extern int	zk_read_rows(int id, uint32 generation, ZkRow **rows);
+extern int	zk_list(const char *name, int what, ZkRow **rows);
+
+/* worker side (protocol.c) */
+extern int	zk_take_queue(int *ids, int max);
+extern void zk_set_outcome(int id, ZkEntryState state, int sqlerrcode,
+						   const char *fmt,...) pg_attribute_printf(4, 5);
+extern void zk_set_grant(int id, int64 token, int64 session_id,
+						 const char *node);
+extern void zk_set_result(int id, int64 result);
+extern void zk_set_rows(int id, StringInfo rows);
+extern void zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode,
+							   const char *fmt,...) pg_attribute_printf(4, 5);
+extern void zk_set_node(int id, const char *node, const char *waiting_on);
+extern int	zk_set_revoke_requested(int id);
+extern void zk_free_entry(int id);
+extern void zk_set_session_state(ZkSessionState state, int64 session_id,
+								 int timeout, const char *server);
+extern void zk_set_confirmed(int64 session_id, TimestampTz at);
+extern void zk_set_last_error(const char *fmt,...) pg_attribute_printf(1, 2);
+extern void zk_add_row(StringInfo rows, int ncols, const char *const *cols);
+
+#define ZK_ENTRY(id) (&zk_shared->entries[(id)])
+
+#endif							/* ZKLOCK_PROTOCOL_H */

@@ -1,0 +1,160 @@
+/*-------------------------------------------------------------------------
+ *
+ * zklock.h
+ *	  The ground every part of zklock stands on: limits, kinds of request,
+ *	  settings, names.
+ *
+ * zklock lets SQL sessions take part in Apache ZooKeeper recipes (locks,
+ * read-write locks, semaphores, barriers, leader election, job claims),
+ * byte-compatible with Apache Curator.  It is two programs that meet in
+ * shared memory: SQL functions running in backends, and one background
+ * worker per instance that owns the ZooKeeper session.  Backends post
+ * requests into shared memory and sleep on their latch until the worker
+ * reports the outcome.  The directories of src/ say which process runs
+ * the code; backend/ and worker/ depend on shared/ only, never on each
+ * other, and shared/ on neither:
+ *
+ *	zklock.c		module entry: settings, hooks, worker registration
+ *
+ *	shared/			the boundary, used by both sides
+ *	  zklock.h		limits, kinds, settings, names (this file)
+ *	  settings.c	the zklock.* settings
+ *	  kinds.c		kinds of request: their names, where their nodes are
+ *	  protocol.c	the shared-memory request protocol, and what "held" means
+ *	  naming.c		names: what a name may be
+ *	  paths.c		znode paths of names, slot names of job claims
+ *	  nodename.c	child node names: forms, sequence order (plain C)
+ *
+ *	backend/		what a backend runs
+ *	  args.c		SQL arguments: names, timeouts
+ *	  lock.c		SQL side of locks, read-write locks, semaphores, the
+ *					multi-lock and revocation
+ *	  barrier.c, double_barrier.c, leader.c, claim.c
+ *					SQL sides of the other recipes
+ *	  monitor.c		what a DBA sees: views, status, participants
+ *	  holdings.c	a backend's own bookkeeping: re-entrancy, scopes,
+ *					transactions, composite recipes
+ *
+ *	worker/			what the worker runs
+ *	  worker.c		the background worker's wait loop
+ *	  session.c		the ZooKeeper session: connect, confirm, lose, recover
+ *	  engine.c		the engine: parts, the entries they serve, the loop's work
+ *	  calls.c		calls to ZooKeeper, their completions, the watcher
+ *	  watches.c		the registry of watches
+ *	  sequential.c	the sequential-node protocol all lock recipes share
+ *	  handoff.c		local hand-off between the instance's backends, retention
+ *	  reconciler.c	known parents, and the reconciler of orphaned nodes
+ *	  recipes/		the drivers: what each recipe names its node and how it
+ *					decides (lock.c, semaphore.c, leader.c, barrier.c,
+ *					double_barrier.c, claim.c, revoke.c, inspect.c)
+ *
+ * A recipe is a pair: its SQL side backend/<recipe>.c and its driver
+ * worker/recipes/<recipe>.c (lock, barrier, double_barrier, leader,
+ * claim).  The drivers of the semaphore and of revocation pair with
+ * backend/lock.c; the listings' driver (inspect.c) serves backend/monitor.c,
+ * and the listings of backend/leader.c and backend/claim.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_H
+#define ZKLOCK_H
+
+#include "datatype/timestamp.h"
+#include "utils/guc.h"
+
+/*
+ * Upper limit of zklock.max_locks: every allocation that scales with it
+ * (the shared entries, the copy zk_locks makes of them) stays far below
+ * PostgreSQL's 1 GB allocation limit.
+ */
+#define ZK_MAX_LOCKS_LIMIT	100000
+/* Longest name accepted, in bytes (documented in README.md). */
+#define ZK_NAME_MAX			1024
+/* Longest zklock.root accepted, in bytes. */
+#define ZK_ROOT_MAX			256
+/* Longest child node name we create or remember. */
+#define ZK_NODE_MAX			80
+/* Longest znode path we ever build. */
+#define ZK_PATH_MAX			(ZK_ROOT_MAX + ZK_NAME_MAX + 32 + ZK_NODE_MAX)
+/* Room for an error message reported by the worker. */
+#define ZK_ERRMSG_MAX		256
+/* How much of a node's data (who created it) shared memory keeps. */
+#define ZK_DATA_SHOWN		256
+/* Leader groups an instance can take part in (zklock.leader_groups). */
+#define ZK_MAX_GROUPS		32
+/* Columns of a listing row handed from the worker to a backend. */
+#define ZK_ROW_MAX_COLS		8
+
+/* settings (settings.c) */
+extern char *zklock_hosts;
+extern char *zklock_root;
+extern char *zklock_auth_file;
+extern int	zklock_session_timeout;
+extern int	zklock_connect_timeout;
+extern int	zklock_max_locks;
+extern bool zklock_local_handoff;
+extern int	zklock_handoff_limit;
+extern int	zklock_handoff_time;
+extern int	zklock_retain_time;
+extern char *zklock_leader_groups;
+extern int	zklock_claim_retention;
+extern bool zklock_session_locks;
+
+extern void zk_define_settings(void);
+
+/*
+ * What a backend can ask for.  Each kind is one driver of the engine
+ * (src/worker/recipes/); the protocol carries it without knowing what it
+ * means.
+ */
+typedef enum ZkKind
+{
+	ZK_KIND_LOCK = 0,			/* exclusive lock (Curator InterProcessMutex) */
+	ZK_KIND_READ,				/* shared side of InterProcessReadWriteLock */
+	ZK_KIND_WRITE,				/* exclusive side of InterProcessReadWriteLock */
+	ZK_KIND_SEMAPHORE,			/* a lease of InterProcessSemaphoreV2 */
+	ZK_KIND_SEMAPHORE_ENTRY,	/* the semaphore's entry mutex (<name>/locks) */
+	ZK_KIND_LATCH,				/* the instance in a LeaderLatch election */
+	ZK_KIND_BARRIER_SET,		/* DistributedBarrier.setBarrier */
+	ZK_KIND_BARRIER_REMOVE,		/* DistributedBarrier.removeBarrier */
+	ZK_KIND_BARRIER_WAIT,		/* DistributedBarrier.waitOnBarrier */
+	ZK_KIND_DOUBLE_BARRIER,		/* a member of DistributedDoubleBarrier */
+	ZK_KIND_JOB_CLAIM,			/* a claim of a job's time slot */
+	ZK_KIND_REVOKE,				/* Revoker.attemptRevoke on every holder */
+	ZK_KIND_LIST,				/* a listing: participants, claims */
+	ZK_NUM_KINDS
+} ZkKind;
+
+/* What a ZK_KIND_LIST request lists (its arg). */
+typedef enum ZkListWhat
+{
+	ZK_LIST_LOCK = 0,			/* nodes of <name>: lock, read, write */
+	ZK_LIST_SEMAPHORE,			/* leases and entry mutex of a semaphore */
+	ZK_LIST_LEADER,				/* latch nodes of a leader group */
+	ZK_LIST_CLAIMS				/* claims of a job */
+} ZkListWhat;
+
+/*
+ * Where a request's node is: under <zklock.root>/<name><suffix>, the suffix
+ * of its kind (zk_kind_suffix), as in Curator's layout.
+ */
+#define ZK_SUFFIX_LEASES	"/leases"	/* a semaphore's leases */
+#define ZK_SUFFIX_LOCKS		"/locks"	/* a semaphore's entry mutex */
+#define ZK_SUFFIX_CLAIMS	"/claims"	/* a job's claims */
+
+/* kinds.c */
+extern const char *zk_kind_name(ZkKind kind);
+extern const char *zk_kind_verb(ZkKind kind);
+extern const char *zk_kind_suffix(ZkKind kind);
+
+/* naming.c */
+extern void zk_check_name(const char *name, const char *what);
+extern bool zk_check_root(char **newval, void **extra, GucSource source);
+extern bool zk_check_groups(char **newval, void **extra, GucSource source);
+
+/* paths.c */
+extern int	zk_path(char *buf, size_t size, const char *name, const char *suffix);
+extern char *zk_slot_name(TimestampTz slot);
+extern bool zk_parse_slot_name(const char *s, TimestampTz *slot);
+
+#endif							/* ZKLOCK_H */

@@ -1,0 +1,1139 @@
+/*-------------------------------------------------------------------------
+ *
+ * engine.c
+ *	  The engine: parts, the entries they serve, and the loop's work.
+ *
+ * A backend's request (a shared ZkEntry, see shared/protocol.h) is served
+ * by a part (ZkPart, engine.h): one participation of the instance in a
+ * recipe, with at most one node of ours.  Every recipe is a driver
+ * (recipes/):
+ *
+ *	- Sequential-node recipes (exclusive lock, read and write lock,
+ *	  semaphore lease and entry mutex, leader latch) only say how their node
+ *	  is named and, given the ordered participants, whether ours holds and
+ *	  which node to watch otherwise.  The engine runs the protocol they
+ *	  share (sequential.c).
+ *	- Other recipes (barriers, double barrier, job claims, revocation,
+ *	  listings) drive their part with the engine's calls from step().
+ *
+ * This file owns the parts and the entries they serve: a request becomes a
+ * waiter of a part (a new one, or the open part of its lock, see
+ * handoff.c); a part grants, finishes or fails its entries; advance()
+ * sends whatever a part needs next; a part no longer needed has its node
+ * deleted and goes.  An entry given up is freed only once the part's node
+ * no longer stands for it (settle_leaving): a release returns once everyone
+ * else can take the lock.  It also owns the loop's work: acting on what
+ * the ZooKeeper client delivered in a turn (zk_engine_run), the session's
+ * coming and going, and the start, which takes over the entries a
+ * previous worker left.
+ *
+ * The engine's other files each own one concern; engine_internal.h
+ * declares what they share:
+ *
+ *	calls.c			calls to ZooKeeper, their completions, the watcher
+ *	watches.c		the registry of watches by path
+ *	sequential.c	the sequential-node protocol of the lock recipes
+ *	handoff.c		local hand-off between the instance's backends, retention
+ *	reconciler.c	the parents the instance uses, and the reconciler
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "worker/engine_internal.h"
+
+/* Give up re-creating a reaped parent after this many tries in a row. */
+#define MAX_PARENT_TRIES	10
+
+MemoryContext zk_turn_context = NULL;
+MemoryContext engine_context = NULL;
+
+ZkOp	   *ops;
+dlist_head	parts = DLIST_STATIC_INIT(parts);
+static HTAB *open_parts;
+static int	nparts = 0;
+TimestampTz answered_list_sent_at = 0;	/* of the listing being processed */
+
+static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
+	[ZK_KIND_LOCK] = &zk_lock_driver,
+	[ZK_KIND_READ] = &zk_read_driver,
+	[ZK_KIND_WRITE] = &zk_write_driver,
+	[ZK_KIND_SEMAPHORE] = &zk_semaphore_driver,
+	[ZK_KIND_SEMAPHORE_ENTRY] = &zk_semaphore_entry_driver,
+	[ZK_KIND_LATCH] = &zk_latch_driver,
+	[ZK_KIND_JOB_CLAIM] = &zk_claim_driver,
+	[ZK_KIND_LIST] = &zk_list_driver,
+	[ZK_KIND_BARRIER_SET] = &zk_barrier_set_driver,
+	[ZK_KIND_BARRIER_REMOVE] = &zk_barrier_remove_driver,
+	[ZK_KIND_BARRIER_WAIT] = &zk_barrier_wait_driver,
+	[ZK_KIND_DOUBLE_BARRIER] = &zk_double_barrier_driver,
+	[ZK_KIND_REVOKE] = &zk_revoke_driver,
+};
+
+/* Call a hook (init, reload, run, exit) of every driver that has it. */
+#define DRIVER_HOOKS(hook) \
+	do { \
+		for (int k_ = 0; k_ < ZK_NUM_KINDS; k_++) \
+			if (drivers[k_] && drivers[k_]->hook) \
+				drivers[k_]->hook(); \
+	} while (0)
+
+static void free_part(ZkPart *p);
+
+/* ---- small helpers ---- */
+
+bool
+has_entries(ZkPart *p)
+{
+	return !dlist_is_empty(&p->holders) || !dlist_is_empty(&p->waiters);
+}
+
+/* The (first) entry a part serves, or -1. */
+int
+zk_part_entry(ZkPart *p)
+{
+	dlist_head *h = !dlist_is_empty(&p->holders) ? &p->holders : &p->waiters;
+
+	if (dlist_is_empty(h))
+		return -1;
+	return dlist_container(ZkOp, link, dlist_head_node(h)) - ops;
+}
+
+/* ---- outcomes for entries ---- */
+
+/* A held entry is lost: an ask of its owner that waits fails with it. */
+static void
+fail_ask(int id, const char *why)
+{
+	ZkAskState	state;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	state = ZK_ENTRY(id)->ask_state;
+	LWLockRelease(zk_shared->lock);
+	if (state == ZK_ASK_PENDING)
+		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_T_R_SERIALIZATION_FAILURE,
+						   "%s", why);
+}
+
+void
+detach(int id)
+{
+	ZkOp	   *op = &ops[id];
+	ZkPart	   *p = op->part;
+
+	if (p == NULL)
+		return;
+	dlist_delete(&op->link);
+	if (op->holder)
+		p->nholders--;
+	op->holder = false;
+	op->part = NULL;
+}
+
+void
+attach(ZkPart *p, int id)
+{
+	ZkOp	   *op = &ops[id];
+
+	op->part = p;
+	op->holder = false;
+	op->queued_local = false;
+	dlist_push_tail(&p->waiters, &op->link);
+}
+
+/*
+ * Is the part's node still in ZooKeeper on behalf of entries done with it?
+ * Not once the node is gone, nor while the part keeps it for entries it
+ * still serves (the lock then has a new holder or waiter) or retains it
+ * (zklock.retain_time, whose README text says so).
+ */
+static bool
+node_pending(ZkPart *p)
+{
+	return p->dropping && !p->dead && p->phase != NODE_NONE;
+}
+
+/*
+ * Put an entry done with part p on its leaving list: released ones are
+ * freed (and their backend woken, see zk_free_entry) only when the node is
+ * no longer pending, so that a release, a failed no-wait attempt or a
+ * timed-out wait returns only once everyone else can take the lock.
+ */
+static void
+leave(ZkPart *p, ZkOp *op)
+{
+	op->leaving = p;
+	dlist_push_tail(&p->leaving, &op->link);
+}
+
+/* Free the entries waiting for the part's node to go, once it has. */
+static void
+settle_leaving(ZkPart *p)
+{
+	if (node_pending(p))
+		return;
+	while (!dlist_is_empty(&p->leaving))
+	{
+		ZkOp	   *op = dlist_container(ZkOp, link,
+										 dlist_pop_head_node(&p->leaving));
+
+		op->leaving = NULL;
+		if (op->freeing)
+		{
+			op->freeing = false;
+			zk_free_entry(op - ops);
+		}
+	}
+}
+
+void
+grant(ZkPart *p, ZkOp *op)
+{
+	int			id = op - ops;
+	int64		token = p->czxid << TOKEN_SHIFT;
+
+	if (!p->driver->shared)
+		token |= p->grants;
+	if (p->grants > 0)
+		pg_atomic_fetch_add_u64(&zk_shared->n_local_grants, 1);
+	if (overtakes(p, op))
+		p->local_grants++;
+	p->grants++;
+	dlist_delete(&op->link);
+	dlist_push_tail(&p->holders, &op->link);
+	op->holder = true;
+	p->nholders++;
+	zk_set_grant(id, token, p->session_id, p->node);
+}
+
+/* Grant every waiting entry of a part that is not a cohort (or all). */
+void
+zk_part_grant(ZkPart *p)
+{
+	if (p->cohort)
+	{
+		cohort_update(p);
+		return;
+	}
+	while (!dlist_is_empty(&p->waiters) &&
+		   (p->driver->shared || p->nholders == 0))
+		grant(p, dlist_container(ZkOp, link, dlist_head_node(&p->waiters)));
+}
+
+/* Finish a one-shot part: its entry is DONE with result; the part goes. */
+void
+zk_part_done(ZkPart *p, int64 result)
+{
+	int			id;
+
+	while ((id = zk_part_entry(p)) >= 0)
+	{
+		detach(id);
+		zk_set_result(id, result);
+	}
+	zk_part_drop(p);
+}
+
+/* Finish a listing part: its rows go to its entry. */
+void
+zk_part_rows(ZkPart *p)
+{
+	int			id;
+
+	while ((id = zk_part_entry(p)) >= 0)
+	{
+		detach(id);
+		zk_set_rows(id, p->rows);
+	}
+	zk_part_drop(p);
+}
+
+/* Fail every entry of a part with an error; the part goes. */
+void
+zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
+{
+	char		msg[ZK_ERRMSG_MAX];
+	va_list		ap;
+	int			id;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	while ((id = zk_part_entry(p)) >= 0)
+	{
+		bool		held = ops[id].holder;
+
+		detach(id);
+		leave(p, &ops[id]);		/* its give-up waits for our node to go */
+		if (held)
+		{
+			ereport(WARNING,
+					(errmsg("zklock %s \"%s\" held by process %d was lost",
+							zk_kind_name(p->driver->kind), p->name,
+							ZK_ENTRY(id)->owner_pid),
+					 errdetail_internal("%s", msg)));
+			zk_set_outcome(id, ZKE_LOST, 0, "%s", msg);
+			fail_ask(id, msg);
+		}
+		else
+			zk_set_outcome(id, ZKE_FAILED, sqlerrcode, "%s", msg);
+	}
+	if (p->group >= 0 && p->driver->reset)
+		p->driver->reset(p, msg, true);
+	zk_part_drop(p);
+}
+
+/* The part's waiting no-wait entries find it taken. */
+void
+zk_part_would_block(ZkPart *p)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &p->waiters)
+	{
+		ZkOp	   *op = dlist_container(ZkOp, link, it.cur);
+		int			id = op - ops;
+
+		if (ZK_ENTRY(id)->flags & ZKR_NOWAIT)
+		{
+			detach(id);
+			leave(p, op);
+			zk_set_outcome(id, ZKE_WOULD_BLOCK, 0, NULL);
+		}
+	}
+}
+
+/* Show which node the part's waiting entries wait for. */
+void
+zk_part_wait_on(ZkPart *p, const char *node)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &p->waiters)
+		zk_set_node(dlist_container(ZkOp, link, it.cur) - ops, p->node, node);
+}
+
+/* A create of our node succeeded: remember it. */
+void
+zk_part_node_created(ZkPart *p, const char *path, const struct Stat *stat)
+{
+	ZkParent   *e;
+
+	strlcpy(p->node, zk_node_of(path), sizeof(p->node));
+	p->czxid = stat->czxid;
+	p->version = stat->version;
+	p->session_id = zk_session();
+	if (p->phase != NODE_EXISTS)
+		pg_atomic_fetch_add_u32(&zk_shared->n_nodes, 1);
+	p->phase = NODE_EXISTS;
+	p->parent_tries = 0;
+	p->parent_error = ZOK;
+	e = parent_entry(p->parent, true);
+	if (e)
+	{
+		e->known = true;
+		e->used = GetCurrentTimestamp();
+	}
+}
+
+/* ---- parts ---- */
+
+ZkPart *
+new_part(const ZkDriver *d, const char *name)
+{
+	ZkPart	   *p = MemoryContextAllocZero(engine_context, sizeof(ZkPart));
+	char		path[ZK_PATH_MAX];
+
+	p->driver = d;
+	p->cohort = d->cohort && zklock_local_handoff;
+	p->name = MemoryContextStrdup(engine_context, name);
+	zk_path(path, sizeof(path), name, d->suffix);
+	p->parent = MemoryContextStrdup(engine_context, path);
+	p->checked = (d->begin == NULL);
+	p->group = -1;
+	dlist_init(&p->holders);
+	dlist_init(&p->waiters);
+	dlist_init(&p->leaving);
+	dlist_push_tail(&parts, &p->link);
+	nparts++;
+	return p;
+}
+
+/*
+ * A part of the instance itself (group >= 0: the leader latch), serving no
+ * entry.  It lives until the driver drops it: on session loss it starts
+ * over in the next session (see zk_engine_session_lost), and its driver's
+ * reset() hears of it.
+ */
+ZkPart *
+zk_instance_part(const ZkDriver *d, const char *name, int group)
+{
+	ZkPart	   *p = new_part(d, name);
+
+	p->group = group;
+	p->need_eval = true;
+	advance(p);
+	return p;
+}
+
+/*
+ * Have a part look again at its parent (list and decide, or its driver's
+ * step), as if a watch had fired: another part learned that something
+ * changed.
+ */
+void
+zk_part_look_again(ZkPart *p)
+{
+	if (p->dead || p->dropping)
+		return;
+	p->need_eval = true;
+	advance(p);
+}
+
+/*
+ * An instance part lost its node (and what it held) while its session
+ * lives on: forget the node and start over with a fresh one.
+ */
+/*
+ * The create of our node found a parent gone (a reaped container, or the
+ * parents' creation refused): forget the parents we thought existed and
+ * fail the part if they cannot be made, or kept disappearing.  True when
+ * the driver may create again.
+ */
+bool
+zk_part_parent_gone(ZkPart *p)
+{
+	zk_parents_gone(p->parent);
+	p->phase = NODE_NONE;
+	if (p->parent_error != ZOK)
+		zk_part_fail(p, zk_refusal_errcode(p->parent_error),
+					 "ZooKeeper refused to create its parent nodes: %s.",
+					 zerror(p->parent_error));
+	else if (++p->parent_tries > MAX_PARENT_TRIES)
+		zk_part_fail(p, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+					 "Its parent node kept disappearing.");
+	else
+		return true;
+	return false;
+}
+
+void
+restart_instance_part(ZkPart *p, const char *why)
+{
+	own_unwatch(p);
+	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
+		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	p->phase = NODE_NONE;
+	p->gen++;
+	p->inflight = 0;
+	p->holds = false;
+	p->evaluated = false;
+	p->need_eval = true;
+	p->node[0] = '\0';
+	unwatch(p);
+	if (p->driver->reset)
+		p->driver->reset(p, why, false);
+}
+
+ZkOpen *
+open_entry(ZkKind kind, const char *name, HASHACTION action)
+{
+	ZkOpenKey	key;
+
+	memset(&key, 0, sizeof(key));
+	key.kind = kind;
+	strlcpy(key.name, name, sizeof(key.name));
+	return hash_search(open_parts, &key, action, NULL);
+}
+
+/* The part no longer accepts new entries of its cohort. */
+void
+close_part(ZkPart *p)
+{
+	ZkOpen	   *o;
+
+	p->closed = true;
+	if (p->cohort &&
+		(o = open_entry(p->driver->kind, p->name, HASH_FIND)) != NULL &&
+		o->part == p)
+		hash_search(open_parts, &o->key, HASH_REMOVE, NULL);
+}
+
+/* Free a part once nothing refers to it any more. */
+static void
+free_part(ZkPart *p)
+{
+	close_part(p);
+	unwatch(p);
+	own_unwatch(p);
+	p->dead = true;
+	settle_leaving(p);
+	if (p->calls > 0)
+		return;
+	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
+		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	dlist_delete(&p->link);
+	nparts--;
+	if (p->rows)
+	{
+		pfree(p->rows->data);
+		pfree(p->rows);
+	}
+	if (p->extra)
+		pfree(p->extra);
+	pfree(p->name);
+	pfree(p->parent);
+	pfree(p);
+}
+
+/*
+ * The part is no longer needed: delete our node (retrying across
+ * reconnects until it is gone) and free the part.
+ */
+void
+zk_part_drop(ZkPart *p)
+{
+	close_part(p);
+	own_unwatch(p);				/* the delete of our node fires it */
+	p->dropping = true;
+	p->retain_until = 0;
+	/* a watch on our node's parent: the delete of our node fires it */
+	unwatch_ex(p, !(p->phase == NODE_EXISTS && !has_entries(p) &&
+					p->watch_path && p->watch_children &&
+					strcmp(p->watch_path, p->parent) == 0 &&
+					zk_connected()));
+	advance(p);
+}
+
+/* ---- what a part does next ---- */
+
+/*
+ * Send whatever a part needs next.  Does nothing while a call of the part
+ * is in flight (its answer advances it again) or while there is no
+ * connected session (reconnecting advances every part).
+ */
+void
+advance(ZkPart *p)
+{
+	const ZkDriver *d = p->driver;
+
+	if (p->dead)
+	{
+		free_part(p);
+		return;
+	}
+	settle_leaving(p);
+
+	/*
+	 * A node no longer needed is deleted at once, even while other calls of
+	 * the part (a listing, a check) are in flight: their answers no longer
+	 * matter, and a later request of the instance, or a contender elsewhere,
+	 * must not find the node in its way.
+	 */
+	if (p->dropping && !has_entries(p) && p->phase == NODE_EXISTS &&
+		zk_connected())
+	{
+		char		path[ZK_PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+		p->phase = NODE_DELETING;
+		zk_call_delete(p, T_DELETE, path, -1);
+		return;
+	}
+	if (p->inflight > 0)
+		return;
+
+	if (p->dropping && !has_entries(p))
+	{
+		switch (p->phase)
+		{
+			case NODE_NONE:
+				if (d->dropped && !p->last_calls && zk_connected())
+				{
+					p->last_calls = true;
+					d->dropped(p);
+					if (p->inflight > 0)
+						return;	/* freed once they are answered */
+				}
+				free_part(p);
+				return;
+			case NODE_CREATING:
+				/*
+				 * A step driver whose create's reply was lost (job claim):
+				 * it looks whether the node is there, so that it can go.
+				 */
+				if (d->form == ZK_FORM_NONE && p->need_eval && zk_connected())
+				{
+					p->need_eval = false;
+					d->step(p, NULL);
+				}
+				return;
+			case NODE_DELETING:
+				return;
+			case NODE_UNKNOWN:
+				if (zk_connected())
+				{
+					zk_call_sync(p, T_SYNC, p->parent);
+					zk_call_list(p, T_LIST, p->parent, false);
+				}
+				return;
+			case NODE_EXISTS:
+				return;			/* deleted above once connected */
+		}
+	}
+
+	if (!zk_connected())
+		return;
+
+	if (d->form == ZK_FORM_NONE)
+	{
+		if (p->need_eval)
+		{
+			p->need_eval = false;
+			d->step(p, NULL);
+		}
+		return;
+	}
+
+	switch (p->phase)
+	{
+		case NODE_NONE:
+			if (has_entries(p) || p->group >= 0)
+				seq_create(p);
+			break;
+		case NODE_UNKNOWN:
+			zk_call_sync(p, T_SYNC, p->parent);
+			zk_call_list(p, T_LIST, p->parent, false);
+			break;
+		case NODE_EXISTS:
+			own_watch(p);		/* a holder's, if it has none */
+			if (!p->checked)
+				d->begin(p);	/* the driver's check, again */
+			else if (p->need_eval)
+				seq_list(p);
+			break;
+		case NODE_CREATING:
+		case NODE_DELETING:
+			break;
+	}
+}
+
+/* ---- requests from backends ---- */
+
+static void
+new_request(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	const ZkDriver *d = drivers[e->kind];
+	ZkPart	   *p = NULL;
+
+	if (d == NULL)
+	{
+		zk_set_outcome(id, ZKE_FAILED, ERRCODE_FEATURE_NOT_SUPPORTED,
+					   "This zklock worker does not know that kind of request.");
+		return;
+	}
+	if (e->expect_session != 0 && e->expect_session != zk_session())
+	{
+		/* a later part of a composite, whose earlier parts were lost */
+		zk_set_outcome(id, ZKE_LOST, 0, "Its ZooKeeper session ended.");
+		return;
+	}
+
+	if (d->cohort && zklock_local_handoff)
+	{
+		ZkOpen	   *o = open_entry(d->kind, e->name, HASH_FIND);
+
+		if (o)
+			p = o->part;
+		if (p && p->dropping && (p->phase == NODE_DELETING || p->last_calls))
+			p = NULL;			/* too late to keep: its delete, or its last
+								 * calls, are sent */
+		if (p == NULL)
+		{
+			p = new_part(d, e->name);
+			o = open_entry(d->kind, e->name, HASH_ENTER);
+			o->part = p;
+		}
+		p->dropping = false;
+		p->retain_until = 0;
+		attach(p, id);
+		if (p->holds || p->evaluated)
+			cohort_update(p);
+		if (!p->dead)
+			need_contention_watch(p);
+		advance(p);
+		return;
+	}
+
+	p = new_part(d, e->name);
+	p->arg = e->arg;
+	p->targ = e->targ;
+	p->need_eval = true;
+	attach(p, id);
+	advance(p);
+}
+
+/*
+ * An entry was queued: a new request, one given up, or an ask on a held
+ * one.
+ */
+void
+zk_engine_request(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	ZkOp	   *op = &ops[id];
+	ZkEntryState state;
+	bool		released;
+	ZkAsk		ask;
+	ZkAskState	ask_state;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	state = e->state;
+	released = e->released;
+	ask = e->ask;
+	ask_state = e->ask_state;
+	LWLockRelease(zk_shared->lock);
+
+	if (state == ZKE_FREE)
+		return;
+	if (op->generation != e->generation)
+	{
+		/* a new request in this entry (the old one's part let go of it) */
+		Assert(op->part == NULL && op->leaving == NULL);
+		op->generation = e->generation;
+		op->part = NULL;
+		if (!released && state == ZKE_PENDING)
+		{
+			new_request(id);
+			return;
+		}
+	}
+
+	if (released)
+	{
+		ZkPart	   *p = op->part;
+
+		/*
+		 * The entry is freed once its part no longer keeps a node for it
+		 * (settle_leaving): at once when the lock passes to another entry of
+		 * the instance, else when the node's delete is answered.
+		 */
+		detach(id);
+		op->freeing = true;
+		if (p != NULL)
+		{
+			leave(p, op);
+			if (p->cohort && p->holds)
+				cohort_update(p);
+			else if (!has_entries(p) && p->group < 0)
+				zk_part_drop(p);
+		}
+		if (op->leaving)
+			settle_leaving(op->leaving);
+		else if (op->freeing)
+		{
+			/* no node kept for it, or its part went meanwhile */
+			op->freeing = false;
+			zk_free_entry(id);
+		}
+		return;
+	}
+
+	if (ask_state == ZK_ASK_PENDING && op->part && op->part->driver->ask)
+		op->part->driver->ask(op->part, id, ask);
+	else if (ask_state == ZK_ASK_PENDING)
+		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_T_R_SERIALIZATION_FAILURE,
+						   "Its ZooKeeper session ended.");
+}
+
+/* ---- the loop's work ---- */
+
+/* Process one answered call. */
+static void
+process_call(ZkCall *c)
+{
+	ZkPart	   *p = c->part;
+
+	/*
+	 * A watch this call set.  If the part's interest in the path was taken
+	 * by a watch that fired while this call was out (the fire came first,
+	 * so the watch this call set is a new one), the part decides from this
+	 * answer and relies on that new watch: take it on, beside any other
+	 * part that has registered for the path since.  Otherwise, when the
+	 * registry no longer has the path, nobody wants the watch: make sure it
+	 * is removed (the part's unwatch() may have sent the removal already,
+	 * which the server then applied after this call).
+	 */
+	if (c->watched && c->watch_epoch == watch_epoch)
+		(void) count_watch_call(c->path, c->r.type == ZKC_LIST, -1);
+	if (c->watch_set && !c->own && c->watch_epoch == watch_epoch)
+	{
+		ZkWatchKey	key;
+
+		memset(&key, 0, sizeof(key));
+		key.children = (c->r.type == ZKC_LIST);
+		strlcpy(key.path, c->path, sizeof(key.path));
+		if (c->gen == p->gen && !p->dead && !p->dropping &&
+			p->watch_path == NULL && p->watch_fired)
+			watch(p, c->path, key.children);
+		else if (hash_search(watches, &key, HASH_FIND, NULL) == NULL)
+			remove_watch(&key);
+	}
+
+	/* p->calls still counts this call: nothing frees p meanwhile */
+	if (c->gen == p->gen && !p->dead)
+	{
+		p->inflight--;
+		answered_list_sent_at = c->sent_at;
+		if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
+			zk_part_fail(p, ERRCODE_OUT_OF_MEMORY,
+						 "The zklock worker ran out of memory.");
+		else if (p == reconciler)
+			p->driver->step(p, &c->r);
+		else if (c->r.tag < 0)
+			seq_result(p, &c->r);
+		else
+			p->driver->step(p, &c->r);
+	}
+	p->calls--;
+	advance(p);
+	pfree(c->path);
+	pfree(c);
+}
+
+/* A watch fired: every part that relied on it looks again. */
+static void
+process_fired(ZkFired *f)
+{
+	dlist_head	woken;
+	dlist_head	owners;
+
+	dlist_init(&woken);
+	dlist_init(&owners);
+	for (int children = 0; children <= 1; children++)
+	{
+		ZkWatchKey	key;
+		ZkWatch    *w;
+
+		if (!(children ? f->children : f->data))
+			continue;
+		memset(&key, 0, sizeof(key));
+		key.children = children;
+		strlcpy(key.path, f->path, sizeof(key.path));
+		w = hash_search(watches, &key, HASH_FIND, NULL);
+		if (w == NULL)
+			continue;
+		/* the watch is spent: take its parts, then let them set new ones */
+		while (!dlist_is_empty(&w->parts))
+			dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
+		while (!dlist_is_empty(&w->owners))
+			dlist_push_tail(&owners, dlist_pop_head_node(&w->owners));
+		hash_search(watches, &key, HASH_REMOVE, NULL);
+		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	}
+
+	/*
+	 * Our own node changed or went: the driver hears of it (the leader
+	 * latch stops claiming and looks again); a holder reads it again, with
+	 * a new watch (own_watch, from advance).
+	 */
+	while (!dlist_is_empty(&owners))
+	{
+		ZkPart	   *p = dlist_container(ZkPart, own_link,
+										dlist_pop_head_node(&owners));
+
+		p->own_watch = false;
+		if (p->dead || p->dropping)
+			continue;
+		if (p->driver->fired)
+		{
+			p->need_eval = true;
+			p->driver->fired(p);
+		}
+		advance(p);
+	}
+	while (!dlist_is_empty(&woken))
+	{
+		ZkPart	   *p = dlist_container(ZkPart, watch_link,
+										dlist_pop_head_node(&woken));
+
+		pfree(p->watch_path);
+		p->watch_path = NULL;
+		p->watch_fired = true;
+		p->need_eval = true;
+		if (p->driver->fired && !p->dead)
+			p->driver->fired(p);
+		if (p->group >= 0 || p->holds || has_entries(p) || p->dropping)
+			advance(p);
+	}
+}
+
+/*
+ * Act on everything the ZooKeeper client delivered in this turn (answers,
+ * fired watches) and on the engine's timers.  Called by the worker loop
+ * after zookeeper_process() returned.
+ */
+void
+zk_engine_run(void)
+{
+	while (!dlist_is_empty(&completed) || !dlist_is_empty(&fired))
+	{
+		while (!dlist_is_empty(&completed))
+			process_call(dlist_container(ZkCall, link,
+										 dlist_pop_head_node(&completed)));
+		while (!dlist_is_empty(&fired))
+			process_fired(dlist_container(ZkFired, link,
+										  dlist_pop_head_node(&fired)));
+	}
+	expire_retained();
+	reconcile();
+	DRIVER_HOOKS(run);
+}
+
+/* Has the ZooKeeper client delivered anything the engine has not acted on? */
+bool
+zk_engine_pending(void)
+{
+	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired);
+}
+
+/* How long the worker may sleep before the engine needs to run (ms). */
+long
+zk_engine_timeout(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = next_reconcile;
+	dlist_iter	it;
+
+	dlist_foreach(it, &parts)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+
+		if (p->retain_until != 0 && (next == 0 || p->retain_until < next))
+			next = p->retain_until;
+	}
+	if (!dlist_is_empty(&completed) || !dlist_is_empty(&fired))
+		return 0;
+	if (next == 0)
+		return 1000;
+	return next <= now ? 0 : Min((next - now + 999) / 1000, 1000);
+}
+
+/*
+ * The session is (again) connected: resume every part.  Parts whose node
+ * exists look at their parent again, since anything may have changed
+ * while we were away; the session's watches survived if it is the same
+ * session, and are set again when listing.
+ */
+void
+zk_engine_connected(void)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &parts)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+
+		if (p == reconciler)
+			continue;
+		if (p->phase == NODE_EXISTS || p->driver->form == ZK_FORM_NONE)
+			p->need_eval = true;
+		advance(p);
+	}
+	next_reconcile = 0;
+}
+
+/*
+ * The session is gone (expired, abandoned, or it was a previous worker's):
+ * every node it created is, or will soon be, deleted by ZooKeeper, and its
+ * watches are gone.  Holdings become LOST; requests still waiting start
+ * over in the next session with fresh nodes, unless they are part of a
+ * composite that must start over as a whole (ZKR_NO_RESTART: LOST);
+ * instance parts (the leader latch) start over.  Nothing is ever granted
+ * on the strength of a node of an old session.
+ */
+void
+zk_engine_session_lost(const char *why)
+{
+	dlist_mutable_iter it;
+	List	   *restart = NIL;
+	ListCell   *lc;
+	HASH_SEQ_STATUS hs;
+	ZkWatch    *w;
+
+	dlist_foreach_modify(it, &parts)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+		int			id;
+
+		if (p == reconciler)
+		{
+			p->gen++;
+			p->inflight = 0;
+			continue;
+		}
+		while ((id = zk_part_entry(p)) >= 0)
+		{
+			bool		held = ops[id].holder;
+			ZkEntry    *e = ZK_ENTRY(id);
+
+			detach(id);
+			if (held || e->state == ZKE_HELD)
+			{
+				ereport(WARNING,
+						(errmsg("zklock %s \"%s\" held by process %d was lost",
+								zk_kind_name(e->kind), e->name, e->owner_pid),
+						 errdetail_internal("%s", why)));
+				zk_set_outcome(id, ZKE_LOST, 0, "%s", why);
+				fail_ask(id, why);
+			}
+			else if (e->flags & ZKR_NO_RESTART)
+				zk_set_outcome(id, ZKE_LOST, 0, "%s", why);
+			else
+				restart = lappend_int(restart, id);
+		}
+		own_unwatch(p);
+		if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
+			pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+		p->phase = NODE_NONE;
+		p->gen++;
+		p->inflight = 0;
+		if (p->watch_path)
+		{
+			dlist_delete(&p->watch_link);
+			pfree(p->watch_path);
+			p->watch_path = NULL;
+		}
+		if (p->group >= 0 && !p->dropping && !p->dead)
+		{
+			/* an instance part: starts over once connected again */
+			p->holds = false;
+			p->evaluated = false;
+			p->need_eval = true;
+			p->node[0] = '\0';
+			if (p->driver->reset)
+				p->driver->reset(p, why, false);
+			continue;
+		}
+		free_part(p);
+	}
+
+	/* the watches died with the session, and the calls setting them */
+	hash_seq_init(&hs, watches);
+	while ((w = hash_seq_search(&hs)) != NULL)
+		hash_search(watches, &w->key, HASH_REMOVE, NULL);
+	pg_atomic_write_u32(&zk_shared->n_watches, 0);
+	{
+		ZkWatchCalls *wc;
+
+		hash_seq_init(&hs, watch_calls);
+		while ((wc = hash_seq_search(&hs)) != NULL)
+			hash_search(watch_calls, &wc->key, HASH_REMOVE, NULL);
+	}
+	watch_epoch++;
+
+	/* waiting requests start over, with a fresh deadline to connect */
+	foreach(lc, restart)
+	{
+		int			id = lfirst_int(lc);
+		ZkEntry    *e = ZK_ENTRY(id);
+
+		LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+		e->node[0] = '\0';
+		e->waiting_on[0] = '\0';
+		e->connect_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														  e->connect_timeout);
+		LWLockRelease(zk_shared->lock);
+		new_request(id);
+	}
+	list_free(restart);
+}
+
+/* Settings were reloaded. */
+void
+zk_engine_reload(void)
+{
+	DRIVER_HOOKS(reload);
+}
+
+/* The worker is exiting: drivers say goodbye (their parts end with the session). */
+void
+zk_engine_exit(void)
+{
+	DRIVER_HOOKS(exit);
+}
+
+/*
+ * Start: set up the engine's memory, and take over the entries a previous
+ * incarnation of the worker left: their session is gone (the previous
+ * worker closed it, or its successor ends it, see session.c).
+ */
+void
+zk_engine_init(void)
+{
+	HASHCTL		ctl;
+
+	engine_context = AllocSetContextCreate(TopMemoryContext, "zklock engine",
+										   ALLOCSET_DEFAULT_SIZES);
+	zk_turn_context = AllocSetContextCreate(TopMemoryContext, "zklock turn",
+											ALLOCSET_DEFAULT_SIZES);
+	ops = MemoryContextAllocZero(engine_context,
+								 sizeof(ZkOp) * zk_shared->num_entries);
+
+	ctl.keysize = sizeof(ZkWatchKey);
+	ctl.entrysize = sizeof(ZkWatch);
+	ctl.hcxt = engine_context;
+	watches = hash_create("zklock watches", 64, &ctl,
+						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.entrysize = sizeof(ZkWatchCalls);
+	watch_calls = hash_create("zklock watch calls", 64, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = ZK_PATH_MAX;
+	ctl.entrysize = sizeof(ZkParent);
+	parents = hash_create("zklock parents", 256, &ctl,
+						  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	ctl.keysize = sizeof(ZkOpenKey);
+	ctl.entrysize = sizeof(ZkOpen);
+	open_parts = hash_create("zklock open parts", 64, &ctl,
+							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	/* a kind's driver puts its nodes where zk_locks shows them */
+	for (int k = 0; k < ZK_NUM_KINDS; k++)
+		Assert(drivers[k] == NULL ||
+			   strcmp(drivers[k]->suffix, zk_kind_suffix(k)) == 0);
+
+	reconciler = new_part(&reconciler_driver, "");
+	DRIVER_HOOKS(init);
+
+	pg_atomic_write_u32(&zk_shared->n_nodes, 0);
+	pg_atomic_write_u32(&zk_shared->n_watches, 0);
+	for (int id = 0; id < zk_shared->num_entries; id++)
+	{
+		ZkEntry    *e = ZK_ENTRY(id);
+
+		if (e->state == ZKE_FREE)
+			continue;
+		ops[id].generation = e->generation;
+		if (e->released)
+			zk_free_entry(id);
+		else if (e->state == ZKE_HELD)
+		{
+			ereport(WARNING,
+					(errmsg("zklock %s \"%s\" held by process %d was lost",
+							zk_kind_name(e->kind), e->name, e->owner_pid),
+					 errdetail("The zklock worker restarted; the ZooKeeper session of the holding ended with its previous run.")));
+			zk_set_outcome(id, ZKE_LOST, 0, "The zklock worker restarted.");
+		}
+		else if (e->state == ZKE_PENDING && !(e->flags & ZKR_NO_RESTART))
+			new_request(id);
+		else if (e->state == ZKE_PENDING)
+			zk_set_outcome(id, ZKE_LOST, 0, "The zklock worker restarted.");
+		if (e->ask_state == ZK_ASK_PENDING)
+			zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+							   "The zklock worker restarted.");
+	}
+}

@@ -1,0 +1,307 @@
+/*-------------------------------------------------------------------------
+ *
+ * engine.h
+ *	  The engine inside the worker, as the worker loop and the recipe
+ *	  drivers (src/worker/recipes/) see it.
+ *
+ * Only the worker process includes this: it is the only code that talks
+ * to ZooKeeper.  The engine is engine.c, calls.c, watches.c, sequential.c,
+ * handoff.c and reconciler.c (see engine.c); what they share beyond this
+ * is in engine_internal.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_ENGINE_H
+#define ZKLOCK_ENGINE_H
+
+#include <zookeeper/zookeeper.h>
+
+#include "lib/ilist.h"
+#include "lib/stringinfo.h"
+
+#include "shared/nodename.h"
+#include "shared/protocol.h"
+
+/* ---- what the worker loop calls ---- */
+
+extern void zk_engine_init(void);
+extern void zk_engine_request(int id);
+extern void zk_engine_run(void);
+extern void zk_engine_connected(void);
+extern void zk_engine_session_lost(const char *why);
+extern void zk_engine_reload(void);
+extern void zk_engine_exit(void);
+extern long zk_engine_timeout(void);
+extern bool zk_engine_pending(void);
+extern MemoryContext zk_turn_context;
+
+/* ---- what drivers see ---- */
+
+/* A completed call, copied out of the ZooKeeper client's memory. */
+typedef enum ZkCallType
+{
+	ZKC_CREATE,
+	ZKC_LIST,
+	ZKC_GET,
+	ZKC_EXISTS,
+	ZKC_DELETE,
+	ZKC_SET,
+	ZKC_SYNC,
+	ZKC_MULTI
+} ZkCallType;
+
+typedef struct ZkResult
+{
+	ZkCallType	type;
+	int			tag;			/* the driver's tag of the call */
+	int			rc;				/* ZooKeeper's return code */
+	const char *path;			/* CREATE: path created; else the path asked */
+	int			nchildren;		/* LIST */
+	char	  **children;
+	const char *data;			/* GET: NULL when the node has no data */
+	int			datalen;
+	bool		has_stat;		/* CREATE, GET, EXISTS, SET */
+	struct Stat stat;
+} ZkResult;
+
+/* Where our node is in its life. */
+typedef enum ZkNodePhase
+{
+	NODE_NONE = 0,				/* nothing created (yet, or any more) */
+	NODE_CREATING,				/* create in flight */
+	NODE_UNKNOWN,				/* create's reply lost: look for our prefix */
+	NODE_EXISTS,				/* our node exists */
+	NODE_DELETING				/* delete sent */
+} ZkNodePhase;
+
+typedef struct ZkPart ZkPart;
+typedef struct ZkDriver ZkDriver;
+
+/*
+ * One participation of the instance in a recipe: at most one node of ours
+ * in ZooKeeper, the entries of backends that wait for or hold what it
+ * gives, and the state of the recipe's protocol.  For the lock recipes,
+ * all entries of the instance for one lock share one part (local hand-off);
+ * for the others a part serves one entry; the leader latch's parts serve
+ * the instance itself.
+ */
+struct ZkPart
+{
+	dlist_node	link;			/* all parts */
+	const ZkDriver *driver;
+	bool		cohort;			/* shared by the instance's entries */
+	uint32		gen;			/* bumped when the part starts over */
+	char	   *name;			/* the recipe's name (lock, group, job) */
+	char	   *parent;			/* path of our node's parent */
+
+	/* our node */
+	ZkNodePhase phase;
+	char		node[ZK_NODE_MAX];	/* its name (last path component) */
+	char		prefix[ZK_PROTECTED_PREFIX_LEN + 1];	/* of the current create */
+	int64		czxid;
+	int32		version;		/* of its data, as last seen */
+	int64		session_id;		/* the session it belongs to */
+	int			inflight;		/* our calls awaiting completion, this gen */
+	int			calls;			/* all calls referring to this part */
+	int			parent_tries;	/* parent re-creations, this request */
+	int			parent_error;	/* ZooKeeper's refusal to create a parent */
+	bool		need_eval;		/* look again (list and decide) */
+	bool		checked;		/* the driver's kinds-on-one-name check passed */
+	bool		evaluated;		/* decided at least once */
+	bool		holds;			/* our node holds the recipe */
+	bool		dropping;		/* to be deleted once nothing needs it */
+	bool		last_calls;		/* the driver's dropped() has run */
+	bool		dead;			/* to be freed once no call refers to it */
+
+	/* the entries it serves (ZkOp links), holders and waiters in order */
+	dlist_head	holders;
+	dlist_head	waiters;
+	int			nholders;
+
+	/*
+	 * Entries done with the part (released, or a no-wait request that found
+	 * the lock taken) while our node is still there for them: a release
+	 * returns only once the node is deleted (see settle_leaving).
+	 */
+	dlist_head	leaving;
+
+	/* local hand-off */
+	bool		closed;			/* grants no more; goes once drained */
+	int			grants;			/* grants on this node so far */
+	int			local_grants;	/* grants while a remote contender waited */
+	TimestampTz contended_since;	/* since when a remote contender may
+									 * have waited (see note_contenders) */
+	TimestampTz clear_at;		/* a listing sent then showed none */
+	TimestampTz retain_until;	/* kept without holders until then */
+	bool		contention_watch;	/* parent's children are watched */
+	bool		revoke_requested;	/* our node holds Curator's revocation
+									 * message: the part grants no more */
+
+	/* the data watch on our own node while it holds (driver "revocable") */
+	bool		own_watch;
+	dlist_node	own_link;
+
+	/* the watch this part relies on */
+	char	   *watch_path;
+	bool		watch_children;
+	bool		watch_fired;	/* it fired and the part set none since */
+	dlist_node	watch_link;
+
+	/* for the driver */
+	int			step;			/* where a driver's protocol is */
+	int			count;			/* a driver's counter */
+	int32		arg;
+	TimestampTz targ;
+	StringInfo	rows;			/* a listing being built */
+	int			group;			/* leader latch: index in zk_shared->groups */
+	char	   *extra;			/* for the driver; pfree'd with the part */
+};
+
+/*
+ * What Curator's Revoker.attemptRevoke writes into a holder's node to ask
+ * it to let go (LockInternals.REVOKE_MESSAGE), byte for byte.
+ */
+#define ZK_REVOKE_MESSAGE	"__REVOKE__"
+
+/* decide(): our node holds, or watch the parent's children, or node i */
+#define ZK_HOLDS			(-1)
+#define ZK_WATCH_CHILDREN	(-2)
+
+/*
+ * A recipe driver.  Sequential-node recipes (the lock family, leases, the
+ * leader latch) set form and decide and leave the protocol to the engine:
+ * create a protected ephemeral-sequential node, list the parent, order the
+ * participants and ask decide(); watch what it names; look again when that
+ * changes.  Other recipes set step and drive their part themselves with
+ * the engine's calls.
+ */
+struct ZkDriver
+{
+	ZkKind		kind;
+	const char *suffix;			/* our node's parent: <root>/<name><suffix>;
+								 * a kind's driver: zk_kind_suffix(kind) */
+	ZkForm		form;			/* form of our node; NONE: step() drives */
+	bool		cohort;			/* entries of the instance share one part */
+	bool		shared;			/* several holders of one part at once */
+	bool		watch_children; /* decide() may say ZK_WATCH_CHILDREN */
+	bool		revocable;		/* holders watch their node (a data watch
+								 * beside the part's watch): for
+								 * __REVOKE__, and fired() hears when it
+								 * changes or goes */
+
+	/* sequential recipes */
+	bool		(*counts) (ZkForm form);	/* which nodes take part */
+	int			(*decide) (ZkPart *p, ZkNodeRef *nodes, int n, int self);
+	bool		(*blocks) (ZkForm ours, ZkForm theirs);	/* theirs waits for ours */
+	void		(*begin) (ZkPart *p);	/* extra calls with the first create */
+	/* if set: the listing of the parent after our create tells whether
+	 * begin's check is needed at all (false: then begin runs) */
+	bool		(*precheck) (ZkPart *p, const ZkResult *r);
+
+	/* any recipe: results of the driver's own calls (tag > 0); for step
+	 * recipes also (re)starts (r NULL) */
+	void		(*step) (ZkPart *p, const ZkResult *r);
+	void		(*ask) (ZkPart *p, int id, ZkAsk ask);
+
+	/*
+	 * Instance parts (group >= 0): the part lost its node and whatever it
+	 * held (its session ended, or its node was deleted by someone else)
+	 * and starts over; or, with failed set, it failed and is dropped: the
+	 * driver must forget it.
+	 */
+	void		(*reset) (ZkPart *p, const char *why, bool failed);
+
+	/* A watch the part relied on fired; it looks again next. */
+	void		(*fired) (ZkPart *p);
+
+	/*
+	 * The part is being dropped (its entries gone), our node is gone, and
+	 * the session is connected: the driver may send its last calls, whose
+	 * answers come to step() (with dropping set); the part is freed once
+	 * they are answered.  Runs at most once per part, and not when the
+	 * session ends first (the engine then frees the part at once).
+	 */
+	void		(*dropped) (ZkPart *p);
+
+	/*
+	 * Drivers that keep parts of the instance itself (the leader latch):
+	 * the engine started, the configuration was reloaded, a turn ended, the
+	 * worker is exiting.
+	 */
+	void		(*init) (void);
+	void		(*reload) (void);
+	void		(*run) (void);
+	void		(*exit) (void);
+};
+
+/* the drivers (src/recipes/) */
+extern const ZkDriver zk_lock_driver;
+extern const ZkDriver zk_read_driver;
+extern const ZkDriver zk_write_driver;
+extern const ZkDriver zk_semaphore_driver;
+extern const ZkDriver zk_semaphore_entry_driver;
+extern const ZkDriver zk_latch_driver;
+extern const ZkDriver zk_list_driver;
+extern const ZkDriver zk_claim_driver;
+extern const ZkDriver zk_barrier_set_driver;
+extern const ZkDriver zk_barrier_remove_driver;
+extern const ZkDriver zk_barrier_wait_driver;
+extern const ZkDriver zk_double_barrier_driver;
+extern const ZkDriver zk_revoke_driver;
+
+/* the lock family's order (recipes/lock.c), for revocation and listings */
+extern bool zk_lock_family_counts(ZkForm form);
+extern bool zk_lock_family_holds(const ZkNodeRef *nodes, int n, int i);
+
+/* job claims (recipes/claim.c): listings, retention, reopening */
+#define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
+extern void zk_claim_list_step(ZkPart *p, const ZkResult *r);
+
+/* the leader latch's finding of a group's leader, for listings */
+extern void zk_leader_list_step(ZkPart *p, const ZkResult *r);
+
+/* a part of the instance itself, serving no entry (the leader latch) */
+extern ZkPart *zk_instance_part(const ZkDriver *d, const char *name, int group);
+
+/* calls: the answer comes to the driver's step() with the tag */
+extern void zk_call_create(ZkPart *p, int tag, const char *path,
+						   const char *data, int mode, bool parents);
+extern void zk_call_list(ZkPart *p, int tag, const char *path, bool watch);
+extern void zk_call_get(ZkPart *p, int tag, const char *path, bool watch);
+extern void zk_call_exists(ZkPart *p, int tag, const char *path);
+extern void zk_call_exists_watch(ZkPart *p, int tag, const char *path);
+extern void zk_call_delete(ZkPart *p, int tag, const char *path, int version);
+extern void zk_call_set(ZkPart *p, int tag, const char *path,
+						const char *data, int version);
+extern void zk_call_sync(ZkPart *p, int tag, const char *path);
+extern void zk_call_finalize(ZkPart *p, int tag, const char *path,
+							 int version, const char *data);
+
+/* outcomes */
+extern int	zk_part_entry(ZkPart *p);
+extern void zk_part_grant(ZkPart *p);
+extern void zk_part_done(ZkPart *p, int64 result);
+extern void zk_part_rows(ZkPart *p);
+extern void zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
+			pg_attribute_printf(3, 4);
+extern void zk_part_would_block(ZkPart *p);
+extern void zk_part_wait_on(ZkPart *p, const char *node);
+extern void zk_part_node_created(ZkPart *p, const char *path,
+								 const struct Stat *stat);
+extern void zk_part_drop(ZkPart *p);
+extern void zk_part_look_again(ZkPart *p);
+extern bool zk_part_parent_gone(ZkPart *p);
+
+/* helpers */
+extern bool zk_connected(void);
+extern int64 zk_session(void);
+extern char *zk_node_data(ZkPart *p);
+extern const char *zk_node_of(const char *path);
+extern int	zk_refusal_errcode(int rc);
+extern bool zk_is_connection_loss(int rc);
+extern bool zk_is_ours(const struct Stat *stat);
+extern void zk_parents_gone(const char *path);
+extern int	zk_list_participants(const ZkResult *r, bool (*counts) (ZkForm),
+								 ZkNodeRef **nodes);
+
+#endif							/* ZKLOCK_ENGINE_H */

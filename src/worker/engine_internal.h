@@ -1,0 +1,192 @@
+/*-------------------------------------------------------------------------
+ *
+ * engine_internal.h
+ *	  What the engine's files share, and nobody else sees: engine.c,
+ *	  calls.c, watches.c, sequential.c, handoff.c, reconciler.c.
+ *
+ * The worker loop and the drivers see the engine through engine.h.  The
+ * names declared here are the engine's own and short; they are hidden, so
+ * that none of them leaves zklock.so (PostgreSQL loads libraries into one
+ * namespace of symbols).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_ENGINE_INTERNAL_H
+#define ZKLOCK_ENGINE_INTERNAL_H
+
+#include "lib/ilist.h"
+#include "utils/hsearch.h"
+
+#include "worker/engine.h"
+
+/* fencing token = czxid << TOKEN_SHIFT | grants before it on that node */
+#define TOKEN_SHIFT			10
+#define MAX_NODE_GRANTS		((1 << TOKEN_SHIFT) - 1)
+
+/* engine tags (drivers use positive ones) */
+#define T_PARENT	(-1)		/* create of a parent */
+#define T_CREATE	(-2)		/* create of our sequential node */
+#define T_LIST		(-3)		/* listing of our parent */
+#define T_PRED		(-4)		/* getData watch on the node we wait for */
+#define T_DELETE	(-5)		/* delete of our node */
+#define T_STAT		(-6)		/* exists of our node found by its prefix */
+#define T_SYNC		(-7)		/* sync before looking for our prefix */
+#define T_OWNDATA	(-8)		/* getData watch on our own node (revocation) */
+#define T_RECONCILE (-9)		/* reconciler: listing */
+#define T_ORPHAN	(-10)		/* reconciler: exists of a suspect */
+#define T_ORPHAN_DEL (-11)		/* reconciler: delete of an orphan */
+#define T_UNWATCH	(-12)		/* removal of a watch */
+
+/* The worker's view of one shared entry. */
+typedef struct ZkOp
+{
+	uint32		generation;		/* of the entry this belongs to */
+	ZkPart	   *part;			/* serving it, or NULL */
+	dlist_node	link;			/* in part's holders or waiters */
+	bool		holder;
+	bool		queued_local;	/* shown as queued behind its part's node */
+	ZkPart	   *leaving;		/* on that part's leaving list (link) */
+	bool		freeing;		/* released: free the entry once settled */
+} ZkOp;
+
+/* A call sent and not yet processed. */
+typedef struct ZkCall
+{
+	dlist_node	link;			/* on the completed list once answered */
+	ZkPart	   *part;
+	uint32		gen;			/* the part's generation when sent */
+	ZkResult	r;
+	char	   *path;			/* what was asked (turn memory not needed) */
+	bool		watched;		/* asks the server for a watch */
+	bool		watch_set;		/* ... and the server set it */
+	bool		own;			/* the data watch on our own node */
+	uint32		watch_epoch;	/* watched: watch_epoch when sent */
+	TimestampTz sent_at;		/* a listing: when it was sent */
+} ZkCall;
+
+/* A watch that fired. */
+typedef struct ZkFired
+{
+	dlist_node	link;
+	bool		data;			/* spends the path's data watch */
+	bool		children;		/* spends its children watch */
+	char		path[FLEXIBLE_ARRAY_MEMBER];
+} ZkFired;
+
+/* Registry of watches by path. */
+typedef struct ZkWatchKey
+{
+	bool		children;
+	char		path[ZK_PATH_MAX];
+} ZkWatchKey;
+
+typedef struct ZkWatch
+{
+	ZkWatchKey	key;
+	dlist_head	parts;			/* parts relying on it (ZkPart.watch_link) */
+	dlist_head	owners;			/* parts watching their own node's data
+								 * (ZkPart.own_link) */
+} ZkWatch;
+
+/* Calls in flight that set a watch, by path (see remove_watch). */
+typedef struct ZkWatchCalls
+{
+	ZkWatchKey	key;
+	int			n;
+} ZkWatchCalls;
+
+/* Parents: known to exist (a hint), and when we last used them. */
+typedef struct ZkParent
+{
+	char		path[ZK_PATH_MAX];	/* key */
+	bool		known;			/* created or seen to exist */
+	TimestampTz used;			/* a node of ours was there */
+	bool		suspect;		/* a create's outcome there was unknown */
+} ZkParent;
+
+/* The open (accepting) part of a cohort recipe, by kind and name. */
+typedef struct ZkOpenKey
+{
+	ZkKind		kind;
+	char		name[ZK_NAME_MAX + 1];
+} ZkOpenKey;
+
+typedef struct ZkOpen
+{
+	ZkOpenKey	key;
+	ZkPart	   *part;
+} ZkOpen;
+
+#ifdef __GNUC__
+#pragma GCC visibility push(hidden)
+#endif
+
+/* engine.c: parts, their entries, advancing them */
+extern MemoryContext engine_context;
+extern ZkOp *ops;
+extern dlist_head parts;
+extern TimestampTz answered_list_sent_at;
+
+extern bool has_entries(ZkPart *p);
+extern void detach(int id);
+extern void attach(ZkPart *p, int id);
+extern void grant(ZkPart *p, ZkOp *op);
+extern ZkPart *new_part(const ZkDriver *d, const char *name);
+extern void restart_instance_part(ZkPart *p, const char *why);
+extern ZkOpen *open_entry(ZkKind kind, const char *name, HASHACTION action);
+extern void close_part(ZkPart *p);
+extern void advance(ZkPart *p);
+
+/* calls.c: calls and what they deliver */
+extern dlist_head completed;
+extern dlist_head fired;
+
+extern ZkCall *new_call(ZkPart *p, ZkCallType type, int tag, const char *path);
+extern void sent(ZkCall *c, int rc);
+extern void data_done(int rc, const char *value, int len,
+					  const struct Stat *stat, const void *data);
+extern void void_done(int rc, const void *data);
+extern void engine_watcher(zhandle_t *zh, int type, int state,
+						   const char *path, void *ctx);
+
+/* watches.c: the registry of watches */
+extern HTAB *watches;
+extern HTAB *watch_calls;
+extern uint32 watch_epoch;
+
+extern int	count_watch_call(const char *path, bool children, int delta);
+extern void watch_call_sent(ZkCall *c, bool children);
+extern void watch(ZkPart *p, const char *path, bool children);
+extern void remove_watch(const ZkWatchKey *key);
+extern void unwatch(ZkPart *p);
+extern void unwatch_ex(ZkPart *p, bool tell_server);
+extern void own_watch(ZkPart *p);
+extern void own_unwatch(ZkPart *p);
+
+/* sequential.c: the sequential-node protocol */
+extern void seq_create(ZkPart *p);
+extern void seq_list(ZkPart *p);
+extern void seq_result(ZkPart *p, const ZkResult *r);
+
+/* handoff.c: local hand-off and retention */
+extern bool overtakes(ZkPart *p, ZkOp *op);
+extern void need_contention_watch(ZkPart *p);
+extern void note_contenders(ZkPart *p, ZkNodeRef *nodes, int n, int self);
+extern void cohort_update(ZkPart *p);
+extern void expire_retained(void);
+
+/* reconciler.c: parents and the reconciler */
+extern HTAB *parents;
+extern ZkPart *reconciler;
+extern TimestampTz next_reconcile;
+extern const ZkDriver reconciler_driver;
+
+extern ZkParent *parent_entry(const char *path, bool create);
+extern void parent_known(const char *path, bool known);
+extern void reconcile(void);
+
+#ifdef __GNUC__
+#pragma GCC visibility pop
+#endif
+
+#endif							/* ZKLOCK_ENGINE_INTERNAL_H */

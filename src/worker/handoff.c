@@ -1,0 +1,208 @@
+/*-------------------------------------------------------------------------
+ *
+ * handoff.c
+ *	  Local hand-off of a lock between the backends of one instance, and
+ *	  retention of a released lock's node.
+ *
+ * Local hand-off (zklock.local_handoff).  All backends of the instance
+ * share one part per lock (the drivers with "cohort": the exclusive lock,
+ * the write lock, the semaphore's entry mutex): when our node holds, the
+ * engine grants it to the instance's waiting requests one after another
+ * without going back to ZooKeeper, and may keep a released node for
+ * zklock.retain_time in case a backend asks again.  A cohort part that
+ * waits, or holds with local requests to serve or retained, watches its
+ * parent's children; once a contender of another instance or client waits
+ * behind it, the requests of the instance queued before it (before the
+ * last listing that showed no contender) are still granted, but at most
+ * zklock.handoff_limit later ones, and none after zklock.handoff_time:
+ * then the part closes, grants no more, its node goes when its holders are
+ * done, and the remaining local requests queue again behind the contender
+ * with a fresh node.  Safety is unchanged: the
+ * instance holds the lock in ZooKeeper whenever any of its backends does,
+ * and the worker alone decides, so local grants exclude each other as
+ * ZooKeeper's grants do.  Fencing tokens stay strictly increasing in grant
+ * order across the whole ensemble: a grant's token is
+ * czxid * 1024 + (grants of that node before it).
+ *
+ * Retention (zklock.retain_time, 0 by default): a cohort part whose last
+ * holder is done, while no contender elsewhere was seen, keeps its node
+ * that long; it lets go of it when the time is up, or at once when a
+ * contender shows up (expire_retained).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "worker/engine_internal.h"
+
+/*
+ * Did the request of op come after the part saw a contender elsewhere?
+ * Granting it locally then lets it overtake that contender.  (The request
+ * time is fixed while the entry is in use.)
+ */
+bool
+overtakes(ZkPart *p, ZkOp *op)
+{
+	return p->contended_since != 0 &&
+		ZK_ENTRY(op - ops)->requested_at >= p->contended_since;
+}
+
+/*
+ * A holding cohort part needs to see contenders elsewhere only while it
+ * has local requests to hand the lock to, or keeps its node for them
+ * (retention): then it lists its parent again with a child watch, unless
+ * it has one.  Otherwise its node goes at release anyway, and an
+ * uncontended acquire costs no watch.
+ */
+void
+need_contention_watch(ZkPart *p)
+{
+	if (p->watch_path == NULL && p->holds && !p->closed && !p->dropping &&
+		(!dlist_is_empty(&p->waiters) || p->retain_until != 0))
+	{
+		p->need_eval = true;
+		advance(p);
+	}
+}
+
+/*
+ * Of a holding part, given a listing of its parent: does a participant
+ * after ours (nodes[self]) wait for it?  The contender may have queued at
+ * any time since the last listing that showed none was sent (the part may
+ * not have watched meanwhile), so that is when it counts as waiting from:
+ * local requests made since then overtake it (see handoff_exhausted).
+ */
+void
+note_contenders(ZkPart *p, ZkNodeRef *nodes, int n, int self)
+{
+	const ZkDriver *d = p->driver;
+
+	if (p->contended_since != 0)
+		return;
+	for (int i = self + 1; i < n && d->blocks; i++)
+		if (d->blocks(d->form, nodes[i].parsed.form))
+		{
+			p->contended_since = p->clear_at != 0 ? p->clear_at :
+				GetCurrentTimestamp();
+			p->local_grants = 0;
+			return;
+		}
+	p->clear_at = answered_list_sent_at;
+}
+
+/*
+ * May the part grant op's request, or has it handed the lock on long
+ * enough while someone elsewhere waits for it?  Requests of the instance
+ * that were queued before the contender was seen are granted first, as
+ * they would be with a node each; later ones may overtake it at most
+ * zklock.handoff_limit times, and not after zklock.handoff_time.
+ */
+static bool
+handoff_exhausted(ZkPart *p, ZkOp *op)
+{
+	return overtakes(p, op) &&
+		(p->local_grants >= zklock_handoff_limit ||
+		 TimestampDifferenceExceeds(p->contended_since, GetCurrentTimestamp(),
+									zklock_handoff_time));
+}
+
+/*
+ * Grant what a holding cohort part can grant, in arrival order; close it
+ * once it has handed the lock on for long enough; move the requests it can
+ * no longer serve to a fresh part; keep or drop it once unused.
+ */
+void
+cohort_update(ZkPart *p)
+{
+	const ZkDriver *d = p->driver;
+
+	while (!dlist_is_empty(&p->waiters) && p->holds && !p->closed)
+	{
+		ZkOp	   *op = dlist_container(ZkOp, link, dlist_head_node(&p->waiters));
+
+		if (!d->shared && p->nholders > 0)
+			break;
+		if ((p->grants > 0 && handoff_exhausted(p, op)) ||
+			p->grants >= MAX_NODE_GRANTS || p->revoke_requested)
+		{
+			close_part(p);
+			break;
+		}
+		grant(p, op);
+	}
+	if (p->evaluated)
+		zk_part_would_block(p);
+
+	/*
+	 * Waiters the part will grant queue behind its node: show it (zk_locks),
+	 * and so they wait through a ZooKeeper outage like a waiter with a node
+	 * of its own, instead of failing for want of a session.
+	 */
+	if (p->holds && !p->closed)
+	{
+		dlist_iter	it;
+
+		dlist_foreach(it, &p->waiters)
+		{
+			ZkOp	   *op = dlist_container(ZkOp, link, it.cur);
+
+			if (!op->queued_local)
+			{
+				zk_set_node(op - ops, p->node, p->node);
+				op->queued_local = true;
+			}
+		}
+	}
+
+	if (p->closed && !dlist_is_empty(&p->waiters))
+	{
+		/* queue again behind whoever waits, with a fresh node */
+		ZkPart	   *fresh = new_part(d, p->name);
+		ZkOpen	   *o = open_entry(d->kind, p->name, HASH_ENTER);
+
+		fresh->cohort = true;	/* whatever zklock.local_handoff says now */
+		o->part = fresh;
+		while (!dlist_is_empty(&p->waiters))
+		{
+			int			id = dlist_container(ZkOp, link,
+											 dlist_head_node(&p->waiters)) - ops;
+
+			detach(id);
+			attach(fresh, id);
+		}
+		advance(fresh);
+	}
+
+	if (!has_entries(p))
+	{
+		if (p->holds && !p->closed && p->contended_since == 0 &&
+			zklock_retain_time > 0)
+		{
+			p->retain_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														  zklock_retain_time);
+			need_contention_watch(p);
+		}
+		else
+			zk_part_drop(p);
+	}
+}
+
+/* Parts kept after their last holder: let go of those whose time is up. */
+void
+expire_retained(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &parts)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+
+		if (p->retain_until != 0 && !has_entries(p) &&
+			(now >= p->retain_until || p->contended_since != 0 ||
+			 p->revoke_requested))
+			zk_part_drop(p);
+	}
+}

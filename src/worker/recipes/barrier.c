@@ -1,0 +1,238 @@
+/*-------------------------------------------------------------------------
+ *
+ * barrier.c
+ *	  Drivers of Curator's DistributedBarrier: set (ZK_KIND_BARRIER_SET),
+ *	  remove (ZK_KIND_BARRIER_REMOVE) and wait (ZK_KIND_BARRIER_WAIT).
+ *
+ * The barrier named N is set while the persistent node <zklock.root>/N
+ * exists, as in Curator: setBarrier creates it (its missing ancestors as
+ * container nodes; "exists" means already set), removeBarrier deletes it
+ * (no node: was not set), waitOnBarrier calls exists with a watch until
+ * the node is gone.  Each request is a one-shot part of its own: set and
+ * remove end with zk_part_done (1: this call did it, 0: nothing to do),
+ * wait with 1 once the node is gone, or stays waiting on its watch.
+ *
+ * One name, one resource.  A lock, read-write lock or semaphore named N
+ * keeps its nodes under <root>/N, a container node ZooKeeper deletes some
+ * time after its last child went; so does every name below N ("N/x").  A
+ * barrier node never has children.  So where <root>/N has or had children
+ * (or is an ephemeral node), set, remove and wait refuse with 55000 rather
+ * than report a barrier that is not one (Curator's would say "already
+ * set", fail to delete, or wait until the lock's container is reaped).
+ *
+ * A connection lost while a call is in flight: the request starts over
+ * once connected (step with r NULL).  A set or remove whose reply was lost
+ * may then find its own work done and answer false, as Curator's retried
+ * create and delete do.
+ *
+ * The SQL side is backend/barrier.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/elog.h"
+
+#include "worker/engine.h"
+
+/* tags of the drivers' calls */
+#define T_SET_CREATE	1
+#define T_SET_STAT		2
+#define T_REMOVE_STAT	3
+#define T_REMOVE_DELETE 4
+#define T_WAIT_EXISTS	5
+
+/* Give up when the node keeps appearing and disappearing under us. */
+#define MAX_TRIES		10
+
+/*
+ * Is the existing node at the barrier's path something other than a
+ * barrier?  Then fail the part and say so.  A barrier node never has
+ * children: one that has or had some (cversion counts their changes) is
+ * the parent of another recipe's nodes, or of names below it.  ZooKeeper
+ * shows no client whether a node is a container, so this is how a lock's
+ * parent is told from a barrier; an ephemeral node is none either.
+ */
+static bool
+refuse_other(ZkPart *p, const struct Stat *stat)
+{
+	if (stat->ephemeralOwner != 0)
+		zk_part_fail(p, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					 "Its node is an ephemeral node, not a barrier.");
+	else if (stat->numChildren > 0 || stat->cversion > 0)
+		zk_part_fail(p, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					 "The name is in use by a lock, semaphore or other recipe, or names below it are: its node has or had child nodes.");
+	else
+		return false;
+	return true;
+}
+
+/*
+ * A call failed: connection losses wait for the reconnection (the part
+ * starts over then); anything else fails the part.
+ */
+static void
+call_failed(ZkPart *p, const ZkResult *r, const char *what)
+{
+	if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
+		return;
+	zk_part_fail(p, zk_refusal_errcode(r->rc), "ZooKeeper refused to %s: %s.",
+				 what, zerror(r->rc));
+}
+
+/* Too many rounds: the node keeps changing under us. */
+static bool
+too_many_tries(ZkPart *p)
+{
+	if (++p->count <= MAX_TRIES)
+		return false;
+	zk_part_fail(p, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+				 "Its node kept appearing and disappearing.");
+	return true;
+}
+
+static void
+set_create(ZkPart *p)
+{
+	char	   *data = zk_node_data(p);
+
+	zk_call_create(p, T_SET_CREATE, p->parent, data, ZOO_PERSISTENT, true);
+	pfree(data);
+}
+
+/* setBarrier: create the node; if it exists, check that it is a barrier. */
+static void
+set_step(ZkPart *p, const ZkResult *r)
+{
+	if (p->dropping)
+		return;
+	if (r == NULL)
+	{
+		set_create(p);
+		return;
+	}
+	switch (r->tag)
+	{
+		case T_SET_CREATE:
+			if (r->rc == ZOK)
+				zk_part_done(p, 1);
+			else if (r->rc == ZNODEEXISTS)
+				zk_call_exists(p, T_SET_STAT, p->parent);
+			else if (r->rc == ZNONODE)
+			{
+				/* an ancestor was reaped after we made it: again */
+				zk_parents_gone(p->parent);
+				if (!too_many_tries(p))
+					set_create(p);
+			}
+			else
+				call_failed(p, r, "create the barrier node");
+			break;
+		case T_SET_STAT:
+			if (r->rc == ZOK)
+			{
+				if (!refuse_other(p, &r->stat))
+					zk_part_done(p, 0);
+			}
+			else if (r->rc == ZNONODE)
+			{
+				/* removed meanwhile: try to set it again */
+				if (!too_many_tries(p))
+					set_create(p);
+			}
+			else
+				call_failed(p, r, "look at the barrier node");
+			break;
+	}
+}
+
+/* removeBarrier: delete the node if it is a barrier. */
+static void
+remove_step(ZkPart *p, const ZkResult *r)
+{
+	if (p->dropping)
+		return;
+	if (r == NULL)
+	{
+		zk_call_exists(p, T_REMOVE_STAT, p->parent);
+		return;
+	}
+	switch (r->tag)
+	{
+		case T_REMOVE_STAT:
+			if (r->rc == ZNONODE)
+				zk_part_done(p, 0);
+			else if (r->rc == ZOK)
+			{
+				if (!refuse_other(p, &r->stat))
+					zk_call_delete(p, T_REMOVE_DELETE, p->parent, -1);
+			}
+			else
+				call_failed(p, r, "look at the barrier node");
+			break;
+		case T_REMOVE_DELETE:
+			if (r->rc == ZOK)
+				zk_part_done(p, 1);
+			else if (r->rc == ZNONODE)
+				zk_part_done(p, 0);
+			else if (r->rc == ZNOTEMPTY)
+				zk_part_fail(p, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+							 "The name came into use by another recipe: its node has child nodes.");
+			else
+				call_failed(p, r, "delete the barrier node");
+			break;
+	}
+}
+
+/*
+ * waitOnBarrier: exists with a watch until the node is gone.  The watch
+ * fires on any change of the node; the engine then starts the part over
+ * (r NULL), which looks again.
+ */
+static void
+wait_step(ZkPart *p, const ZkResult *r)
+{
+	if (p->dropping)
+		return;
+	if (r == NULL)
+	{
+		zk_call_exists_watch(p, T_WAIT_EXISTS, p->parent);
+		return;
+	}
+	if (r->tag != T_WAIT_EXISTS)
+		return;
+	if (r->rc == ZNONODE)
+		zk_part_done(p, 1);
+	else if (r->rc == ZOK)
+	{
+		if (refuse_other(p, &r->stat))
+			return;
+		/* set: a request that must not wait ends here */
+		zk_part_would_block(p);
+		if (zk_part_entry(p) < 0)
+			zk_part_drop(p);
+	}
+	else
+		call_failed(p, r, "look at the barrier node");
+}
+
+const ZkDriver zk_barrier_set_driver = {
+	.kind = ZK_KIND_BARRIER_SET,
+	.suffix = "",
+	.form = ZK_FORM_NONE,
+	.step = set_step,
+};
+
+const ZkDriver zk_barrier_remove_driver = {
+	.kind = ZK_KIND_BARRIER_REMOVE,
+	.suffix = "",
+	.form = ZK_FORM_NONE,
+	.step = remove_step,
+};
+
+const ZkDriver zk_barrier_wait_driver = {
+	.kind = ZK_KIND_BARRIER_WAIT,
+	.suffix = "",
+	.form = ZK_FORM_NONE,
+	.step = wait_step,
+};

@@ -1,0 +1,141 @@
+/*-------------------------------------------------------------------------
+ *
+ * revoke.c
+ *	  Driver of cooperative revocation (ZK_KIND_REVOKE): Curator's
+ *	  Revoker.attemptRevoke on every current holder of a lock.
+ *
+ * Curator asks the holder of a lock to let go by writing "__REVOKE__"
+ * (ZK_REVOKE_MESSAGE) into the holder's node with setData; a holder that
+ * made itself revocable watches its node's data and, seeing that message,
+ * is told (Curator's RevocationListener; zklock's holders, see
+ * sequential.c).
+ * Revoker.attemptRevoke does that for one node its caller names, usually
+ * the first of InterProcessMutex.getParticipantNodes(), i.e. the holder.
+ *
+ * zk_lock_revoke(name) does it for every node that holds the name now:
+ * one listing of <zklock.root>/<name>, the lock family's order (mutex,
+ * read and write lock, and Kazoo's lock nodes: recipes/lock.c) tells which
+ * participants hold (the first one if it is exclusive, else every reader
+ * before the first exclusive one), and one setData per holder.  A holder
+ * that is gone by then (NONODE) was not asked, as in Curator, nor one whose
+ * node refuses the write (its ACL): that is logged, and fails the request
+ * only when no holder could be asked.  The result is how many holders were
+ * asked.  Nothing is deleted: whether a holder
+ * lets go is up to it.
+ *
+ * A connection lost meanwhile starts the request over once connected
+ * (step with r NULL): writing the message again is harmless.
+ *
+ * The SQL side is zk_lock_revoke() in backend/lock.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "worker/engine.h"
+
+/* tags of the driver's calls */
+#define T_REVOKE_LIST	1
+#define T_REVOKE_SET	2
+
+/* A call failed: wait for the reconnection (then start over), or fail. */
+static void
+revoke_failed(ZkPart *p, const ZkResult *r, const char *what)
+{
+	if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
+	{
+		p->step = -1;			/* the answers still out no longer count */
+		return;
+	}
+	zk_part_fail(p, zk_refusal_errcode(r->rc), "ZooKeeper refused to %s: %s.",
+				 what, zerror(r->rc));
+}
+
+static void
+revoke_step(ZkPart *p, const ZkResult *r)
+{
+	if (p->dropping)
+		return;
+	if (r == NULL)
+	{
+		p->step = 0;			/* setData calls out */
+		p->count = 0;			/* holders asked */
+		p->arg = 0;				/* the first refusal of a setData */
+		zk_call_list(p, T_REVOKE_LIST, p->parent, false);
+		return;
+	}
+	if (p->step < 0)
+		return;					/* starts over once connected */
+
+	switch (r->tag)
+	{
+		case T_REVOKE_LIST:
+			{
+				ZkNodeRef  *nodes;
+				int			n;
+
+				if (r->rc == ZNONODE)
+				{
+					zk_part_done(p, 0);
+					return;
+				}
+				if (r->rc != ZOK)
+				{
+					revoke_failed(p, r, "list the lock's nodes");
+					return;
+				}
+				n = zk_list_participants(r, zk_lock_family_counts, &nodes);
+				for (int i = 0; i < n; i++)
+				{
+					char		path[ZK_PATH_MAX];
+
+					if (!zk_lock_family_holds(nodes, n, i))
+						continue;
+					snprintf(path, sizeof(path), "%s/%s", p->parent,
+							 nodes[i].name);
+					zk_call_set(p, T_REVOKE_SET, path, ZK_REVOKE_MESSAGE, -1);
+					p->step++;
+				}
+				if (p->step == 0)
+					zk_part_done(p, 0);
+				return;
+			}
+		case T_REVOKE_SET:
+			if (r->rc == ZOK)
+				p->count++;
+			else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
+			{
+				revoke_failed(p, r, "write the revocation request");
+				return;
+			}
+			else if (r->rc != ZNONODE)
+			{
+				/*
+				 * NONODE: that holder let go meanwhile.  Another refusal
+				 * (a node whose ACL does not let us write) leaves that
+				 * holder unasked; the others still are.
+				 */
+				ereport(LOG,
+						(errmsg("zklock could not ask the holder of node \"%s\" to let go: %s",
+								r->path, zerror(r->rc))));
+				if (p->arg == 0)
+					p->arg = r->rc;
+			}
+			if (--p->step > 0)
+				return;
+			if (p->count == 0 && p->arg != 0)
+				zk_part_fail(p, zk_refusal_errcode(p->arg),
+							 "ZooKeeper refused to write the revocation request: %s.",
+							 zerror(p->arg));
+			else
+				zk_part_done(p, p->count);
+			return;
+	}
+}
+
+const ZkDriver zk_revoke_driver = {
+	.kind = ZK_KIND_REVOKE,
+	.suffix = "",
+	.form = ZK_FORM_NONE,
+	.step = revoke_step,
+};

@@ -1,0 +1,204 @@
+/*-------------------------------------------------------------------------
+ *
+ * reconciler.c
+ *	  The parents the instance uses, and the reconciler.
+ *
+ * Parents: the engine remembers the parents it created or saw (a hint: a
+ * create sends no create for a parent known to exist, and a ZNONODE makes
+ * it forget them), and when a node of ours was last under each.
+ *
+ * The reconciler.  A create whose reply was lost is found again by its
+ * protected prefix (after a sync, so the server we ask has seen every
+ * write the leader committed).  What could still slip through is a node of
+ * our own session that no part claims: every few seconds the parents the
+ * instance used lately are listed, and a node whose name carries our
+ * session id (shared/nodename.c) and that no part claims is deleted once
+ * its ephemeralOwner confirms it is ours.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "worker/engine_internal.h"
+
+/* the reconciler: how often, how many parents a round, for how long */
+#define RECONCILE_INTERVAL_MS	5000
+#define RECONCILE_BATCH			100
+#define PARENT_FORGET_MS		60000
+#define MAX_PARENTS				10000
+
+HTAB	   *parents;
+ZkPart	   *reconciler;
+TimestampTz next_reconcile = 0;
+static HASH_SEQ_STATUS reconcile_scan;
+static bool reconcile_scanning = false;
+
+/* ---- parents: known ones, and the ones the reconciler looks at ---- */
+
+ZkParent *
+parent_entry(const char *path, bool create)
+{
+	char		key[ZK_PATH_MAX];
+	bool		found;
+	ZkParent   *e;
+
+	memset(key, 0, sizeof(key));
+	strlcpy(key, path, sizeof(key));
+	if (create && hash_get_num_entries(parents) >= MAX_PARENTS)
+		return hash_search(parents, key, HASH_FIND, NULL);
+	e = hash_search(parents, key, create ? HASH_ENTER : HASH_FIND, &found);
+	if (e && create && !found)
+	{
+		e->known = false;
+		e->used = 0;
+		e->suspect = false;
+	}
+	return e;
+}
+
+void
+parent_known(const char *path, bool known)
+{
+	ZkParent   *e = parent_entry(path, known);
+
+	if (e)
+		e->known = known;
+}
+
+/*
+ * A create under path failed with ZNONODE: path, or one of its ancestors
+ * (a container ZooKeeper reaped), is gone; forget that they exist.
+ */
+void
+zk_parents_gone(const char *path)
+{
+	char		anc[ZK_PATH_MAX];
+	char	   *slash;
+
+	strlcpy(anc, path, sizeof(anc));
+	do
+	{
+		parent_known(anc, false);
+		slash = strrchr(anc, '/');
+		if (slash)
+			*slash = '\0';
+	} while (slash && slash != anc);
+}
+
+/* ---- the reconciler ---- */
+
+/* Start a round of the reconciler when it is due (see the file header). */
+void
+reconcile(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ZkParent   *e;
+	int			n = 0;
+
+	if (!zk_connected() || now < next_reconcile || reconciler->inflight > 0)
+		return;
+	if (!reconcile_scanning)
+	{
+		hash_seq_init(&reconcile_scan, parents);
+		reconcile_scanning = true;
+	}
+	while (n < RECONCILE_BATCH && (e = hash_seq_search(&reconcile_scan)) != NULL)
+	{
+		if (e->used == 0 && !e->suspect)
+			continue;
+		if (!e->suspect &&
+			TimestampDifferenceExceeds(e->used, now, PARENT_FORGET_MS))
+		{
+			/* forgotten (dynahash allows removing the current entry) */
+			hash_search(parents, e->path, HASH_REMOVE, NULL);
+			continue;
+		}
+		zk_call_list(reconciler, T_RECONCILE, e->path, false);
+		n++;
+	}
+	if (e == NULL)
+	{
+		reconcile_scanning = false;
+		next_reconcile = TimestampTzPlusMilliseconds(now, RECONCILE_INTERVAL_MS);
+	}
+}
+
+/* Is this node claimed by a part, or being looked for by one? */
+static bool
+node_claimed(const char *parent, const char *node)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &parts)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+
+		if (p->phase == NODE_NONE || strcmp(p->parent, parent) != 0)
+			continue;
+		if (strcmp(p->node, node) == 0 ||
+			(p->phase != NODE_EXISTS && p->prefix[0] &&
+			 strncmp(node, p->prefix, strlen(p->prefix)) == 0))
+			return true;
+	}
+	return false;
+}
+
+/* The reconciler's answers. */
+static void
+reconciler_step(ZkPart *p, const ZkResult *r)
+{
+	uint64		session = (uint64) zk_session();
+	char		path[ZK_PATH_MAX];
+
+	if (r == NULL || r->rc != ZOK)
+		return;
+	switch (r->tag)
+	{
+		case T_RECONCILE:
+			{
+				ZkParent   *e = parent_entry(r->path, false);
+
+				if (e)
+					e->suspect = false;
+				for (int i = 0; i < r->nchildren; i++)
+				{
+					ZkNodeName nn;
+
+					if (zk_parse_node(r->children[i], &nn) &&
+						nn.session == session &&
+						!node_claimed(r->path, r->children[i]))
+					{
+						snprintf(path, sizeof(path), "%s/%s", r->path,
+								 r->children[i]);
+						zk_call_exists(p, T_ORPHAN, path);
+					}
+				}
+				break;
+			}
+		case T_ORPHAN:
+			{
+				char		parent[ZK_PATH_MAX];
+
+				strlcpy(parent, r->path, sizeof(parent));
+				*strrchr(parent, '/') = '\0';
+				if (zk_is_ours(&r->stat) &&
+					!node_claimed(parent, zk_node_of(r->path)))
+				{
+					ereport(LOG,
+							(errmsg("zklock is deleting orphaned node \"%s\"",
+									r->path),
+							 errdetail("The node belongs to the worker's own ZooKeeper session but to no request.")));
+					pg_atomic_fetch_add_u64(&zk_shared->n_orphans, 1);
+					zk_call_delete(p, T_ORPHAN_DEL, r->path, -1);
+				}
+				break;
+			}
+	}
+}
+
+const ZkDriver reconciler_driver = {
+	.kind = ZK_KIND_LIST,
+	.step = reconciler_step,
+};

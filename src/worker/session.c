@@ -1,0 +1,1008 @@
+/*-------------------------------------------------------------------------
+ *
+ * session.c
+ *	  The worker's ZooKeeper session.
+ *
+ * This file owns the zhandle_t of the single-threaded ZooKeeper client and
+ * the session's life: connecting, noticing a suspended connection,
+ * deciding that the session is lost, and opening a new one.  The client has
+ * no threads; zk_session_wait() drives it from the worker's latch wait
+ * (zookeeper_interest() tells which socket events and timeout it needs,
+ * zookeeper_process() runs completions and watchers).
+ *
+ * Session states as published to backends (shared/protocol.h):
+ *	CONNECTING	no session yet
+ *	CONNECTED	usable
+ *	SUSPENDED	connection lost; ZooKeeper may still keep the session
+ *	LOST		expired, or not confirmed for longer than the session timeout
+ *				by our own clock (the client only learns of expiry once it
+ *				reconnects); a new session is opened at once
+ *
+ * How long holdings can be trusted: every quarter of the session timeout we
+ * send a sync (a probe) and, when its reply comes, publish the time the
+ * probe was *sent* as "confirmed_at".  A sync is answered only once the
+ * ZooKeeper leader has processed it, after every proposal it had
+ * outstanding (a closeSession included) and in order with them on the way
+ * back: a follower cut off from the leader, which still serves reads for
+ * up to syncLimit x tickTime, cannot answer it.  So the reply proves that
+ * the quorum still had the session after the probe was sent, and it cannot
+ * expire before confirmed_at + timeout.  Backends trust a holding only
+ * while confirmed_at is younger than half the timeout and the holding
+ * belongs to this very session (shared/protocol.c); a paused or cut-off worker
+ * therefore stops vouching for its locks well before ZooKeeper could hand
+ * them to someone else.
+ *
+ * This file never calls the engine: what happened to the session comes
+ * back from zk_session_wait() as events, and the worker loop tells the
+ * engine.
+ *
+ * Credentials: zklock.auth_file names a file holding "user:password" for
+ * ZooKeeper's digest scheme.  It is read whenever a new session is opened
+ * and on every reload (a changed path or content opens a new session).  As
+ * PostgreSQL does for its SSL key, the file must be a regular file owned by
+ * the server's user without group or world access; otherwise, and when it
+ * cannot be read or parsed, the worker does not connect at all (connecting
+ * without the credentials would create nodes everyone may change) until a
+ * reload finds it usable, or keeps its current session when it learns of
+ * the problem on a reload.  The credentials never go to the log, to an
+ * error message or to zk_status().
+ *
+ * Crash restarts: the session id and password are kept in
+ * $PGDATA/zklock.session.  After a crash (kill -9 of any backend restarts
+ * every process, this worker included) the new worker first resumes that
+ * session only to close it, so ZooKeeper deletes its nodes at once instead
+ * of after a whole session timeout.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "postmaster/postmaster.h"
+
+#include "shared/protocol.h"
+#include "worker/session.h"
+
+#define SESSION_FILE "zklock.session"
+
+/* How often the client may look up zklock.hosts' names again (ms). */
+#define RESOLVE_DELAY_MS	5000
+
+/* After the client gave up a connection, wait this long before the next (ms). */
+#define INTEREST_RETRY_MS	50
+
+/* While the credentials file cannot be used, read it again this often (ms). */
+#define AUTH_RETRY_MS		30000
+
+/* Replies read from the socket in one turn of the worker, at most. */
+#define MAX_REPLIES_PER_TURN	256
+
+zhandle_t  *zk_zh = NULL;
+
+static bool connected = false;
+static bool ending_old = false; /* zk_zh resumes a dead worker's session */
+static bool end_old_now = false;
+static TimestampTz end_old_deadline = 0;
+static int64 session_id = 0;
+static char *session_hosts = NULL;	/* zklock.hosts the session uses */
+static char *session_auth_file = NULL;	/* zklock.auth_file of the session */
+static char *session_auth = NULL;	/* the credentials read from it, or "" */
+static bool authenticated = false;	/* session_auth was sent */
+static bool auth_blocked = false;	/* the file is unusable: try it later */
+static TimestampTz confirmed_at = 0;
+static TimestampTz next_probe_at = 0;
+/* why the session is lost, a sentence; set by the watcher, acted on later */
+static const char *lost_reason = NULL;
+static TimestampTz reopen_at = 0;	/* retry a failed zookeeper_init then */
+static bool auth_failed = false;
+static int	pending_fd = -1;		/* socket of a connection being set up */
+static TimestampTz pending_since = 0;
+static volatile int observed_state = 0;	/* set by the watcher */
+static volatile bool state_changed = false;
+static int	events = 0;			/* ZK_EVENT_* since the last wait returned */
+static const char *event_why = NULL;	/* for ZK_EVENT_LOST */
+
+static void open_handle(const clientid_t *cid);
+
+bool
+zk_session_connected(void)
+{
+	return zk_zh != NULL && connected && !ending_old;
+}
+
+/* The id of the current session, or 0. */
+int64
+zk_session_id(void)
+{
+	return zk_zh != NULL && !ending_old ? session_id : 0;
+}
+
+/* Route the client's own log lines to the server log at DEBUG1. */
+static void
+client_log(const char *message)
+{
+	elog(DEBUG1, "zookeeper client: %s", message);
+	if (strstr(message, "ZOO_ERROR") != NULL)
+		zk_set_last_error("%s", message);
+}
+
+/* ---- the session file ---- */
+
+/*
+ * The file names the postmaster it belongs to (pid and start time, which a
+ * crash restart keeps), so that a copy of the data directory — a base
+ * backup for a standby, a clone — never ends the session of the instance it
+ * was copied from.
+ */
+static void
+write_session_file(const clientid_t *cid)
+{
+	char		tmp[MAXPGPATH];
+	FILE	   *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", SESSION_FILE);
+	f = AllocateFile(tmp, PG_BINARY_W);
+	if (f == NULL)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", tmp)));
+		return;
+	}
+	fprintf(f, "%d %lld\n%llx\n", (int) PostmasterPid, (long long) PgStartTime,
+			(unsigned long long) cid->client_id);
+	for (int i = 0; i < (int) sizeof(cid->passwd); i++)
+		fprintf(f, "%02x", (unsigned char) cid->passwd[i]);
+	fprintf(f, "\n");
+	if (FreeFile(f) != 0)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", tmp)));
+	else
+		(void) durable_rename(tmp, SESSION_FILE, LOG);
+}
+
+/* Read the session left by this postmaster's previous worker, if any. */
+static bool
+read_session_file(clientid_t *cid)
+{
+	FILE	   *f = AllocateFile(SESSION_FILE, PG_BINARY_R);
+	int			pid;
+	long long	started;
+	unsigned long long id;
+	bool		ok;
+
+	if (f == NULL)
+		return false;
+	memset(cid, 0, sizeof(*cid));
+	ok = fscanf(f, "%d %lld %llx", &pid, &started, &id) == 3;
+	for (int i = 0; ok && i < (int) sizeof(cid->passwd); i++)
+	{
+		unsigned int b;
+
+		ok = fscanf(f, "%2x", &b) == 1;
+		cid->passwd[i] = (char) b;
+	}
+	FreeFile(f);
+	cid->client_id = (int64) id;
+	if (ok && (pid != (int) PostmasterPid || started != (long long) PgStartTime))
+	{
+		/* another postmaster's (or a copy's): not ours to end */
+		ereport(DEBUG1,
+				(errmsg("zklock ignores \"%s\" of another postmaster",
+						SESSION_FILE)));
+		ok = false;
+	}
+	return ok && id != 0;
+}
+
+static void
+remove_session_file(void)
+{
+	if (unlink(SESSION_FILE) != 0 && errno != ENOENT)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", SESSION_FILE)));
+}
+
+/* ---- events ---- */
+
+static void
+publish_confirmed(TimestampTz t)
+{
+	if (t > confirmed_at)
+	{
+		confirmed_at = t;
+		zk_set_confirmed(session_id, t);
+	}
+}
+
+/*
+ * The probe's reply (see the file header).  Never throws (publishing takes
+ * the shared LWLock only).
+ */
+static void
+probe_done(int rc, const char *value, const void *data)
+{
+	if (rc == ZOK)
+		publish_confirmed((TimestampTz) (uintptr_t) data);
+}
+
+/*
+ * The client's session watcher.  Like every ZooKeeper callback it only
+ * notes what happened (session_changed() acts on it once
+ * zookeeper_process() has returned): it never throws, logs or touches
+ * shared memory.
+ */
+static void
+session_watcher(zhandle_t *zh, int type, int state, const char *path,
+				void *ctx)
+{
+	if (type != ZOO_SESSION_EVENT)
+		return;
+
+	if (ending_old)
+	{
+		/* alive or expired, either way we can close it now */
+		if (state == ZOO_CONNECTED_STATE || state == ZOO_EXPIRED_SESSION_STATE ||
+			state == ZOO_AUTH_FAILED_STATE)
+			end_old_now = true;
+		return;
+	}
+	if (state == ZOO_EXPIRED_SESSION_STATE)
+		lost_reason = "The ZooKeeper session expired.";
+	else if (state == ZOO_AUTH_FAILED_STATE)
+	{
+		lost_reason = "ZooKeeper refused the credentials of zklock.auth_file.";
+		auth_failed = true;
+	}
+	else
+	{
+		observed_state = state;
+		state_changed = true;
+	}
+}
+
+/* Act on the connection state the watcher saw last. */
+static void
+session_changed(void)
+{
+	int			state = observed_state;
+
+	state_changed = false;
+	if (zk_zh == NULL || ending_old)
+		return;
+	if (state == ZOO_CONNECTED_STATE && !connected)
+	{
+		const clientid_t *cid = zoo_client_id(zk_zh);
+
+		connected = true;
+		next_probe_at = 0;		/* confirm at once */
+		if (cid->client_id != session_id)
+		{
+			/* a new session: the quorum created it just now */
+			session_id = cid->client_id;
+			confirmed_at = 0;
+			write_session_file(cid);
+			ereport(LOG,
+					(errmsg("zklock connected to ZooKeeper at \"%s\", session 0x%llx, timeout %d ms",
+							session_hosts, (unsigned long long) session_id,
+							zoo_recv_timeout(zk_zh))));
+			zk_set_session_state(ZKS_CONNECTED, session_id,
+								 zoo_recv_timeout(zk_zh),
+								 zoo_get_current_server(zk_zh));
+			publish_confirmed(GetCurrentTimestamp());
+		}
+		else
+		{
+			pg_atomic_fetch_add_u64(&zk_shared->n_reconnects, 1);
+			ereport(LOG,
+					(errmsg("zklock reconnected to ZooKeeper, session 0x%llx resumed",
+							(unsigned long long) session_id)));
+			zk_set_session_state(ZKS_CONNECTED, session_id,
+								 zoo_recv_timeout(zk_zh),
+								 zoo_get_current_server(zk_zh));
+		}
+		events |= ZK_EVENT_CONNECTED;
+	}
+	else if ((state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) &&
+			 connected)
+	{
+		connected = false;
+		ereport(LOG,
+				(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
+						(unsigned long long) session_id)));
+		zk_set_last_error("connection to ZooKeeper lost");
+		zk_set_session_state(ZKS_SUSPENDED, session_id,
+							 zoo_recv_timeout(zk_zh), NULL);
+	}
+}
+
+/* ---- authentication ---- */
+
+/* Longest credentials file accepted, in bytes. */
+#define AUTH_FILE_MAX	1024
+
+/*
+ * The ACL of every node we create: open when zklock.auth_file is not set;
+ * else all rights for our identity ("auth": whoever authenticated as we
+ * did) and read for everyone.
+ */
+struct ACL_vector *
+zk_session_acl(void)
+{
+	static struct ACL protected_acl[] = {
+		{0, {"auth", ""}},
+		{0, {"world", "anyone"}},
+	};
+	static struct ACL_vector protected_vector = {2, protected_acl};
+
+	if (!authenticated)
+		return &ZOO_OPEN_ACL_UNSAFE;
+	protected_acl[0].perms = ZOO_PERM_ALL;
+	protected_acl[1].perms = ZOO_PERM_READ;
+	return &protected_vector;
+}
+
+/* Forget credentials: overwrite them before the memory is freed. */
+static void
+free_secret(char *secret)
+{
+	if (secret)
+	{
+		explicit_bzero(secret, strlen(secret));
+		pfree(secret);
+	}
+}
+
+/*
+ * Read the credentials from the file named by zklock.auth_file (a relative
+ * path is relative to the data directory, the worker's working directory).
+ * Returns them palloc'd in TopMemoryContext, "" when the setting is empty,
+ * or NULL after logging (at LOG, as PostgreSQL reports configuration files
+ * it cannot use on reload) and publishing as last_error why the file
+ * cannot be used.  Neither ever shows the file's content.
+ */
+static char *
+read_auth_file(const char *path)
+{
+	char		buf[AUTH_FILE_MAX + 2];
+	struct stat st;
+	int			fd;
+	int			len;
+	int			save_errno;
+	char	   *colon;
+	char	   *result;
+
+	if (path[0] == '\0')
+		return MemoryContextStrdup(TopMemoryContext, "");
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		save_errno = errno;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not open zklock credentials file \"%s\": %m",
+						path),
+				 errhint("zklock.auth_file must name a file the server's user can read.")));
+		zk_set_last_error("could not open zklock credentials file \"%s\": %s",
+						  path, strerror(save_errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0)
+	{
+		save_errno = errno;
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not stat zklock credentials file \"%s\": %m",
+						path)));
+		zk_set_last_error("could not stat zklock credentials file \"%s\": %s",
+						  path, strerror(save_errno));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode))
+	{
+		CloseTransientFile(fd);
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" is not a regular file",
+						path)));
+		zk_set_last_error("zklock credentials file \"%s\" is not a regular file",
+						  path);
+		return NULL;
+	}
+	if (st.st_uid != geteuid())
+	{
+		CloseTransientFile(fd);
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" must be owned by the database server's user",
+						path),
+				 errdetail("The file is owned by user ID %u; the server runs as user ID %u.",
+						   (unsigned int) st.st_uid, (unsigned int) geteuid()),
+				 errhint("Give the file to the server's user with chown and make it mode 0600, then reload the configuration.")));
+		zk_set_last_error("zklock credentials file \"%s\" is owned by user ID %u, not by the server's user ID %u",
+						  path, (unsigned int) st.st_uid,
+						  (unsigned int) geteuid());
+		return NULL;
+	}
+	if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
+		CloseTransientFile(fd);
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" has group or world access",
+						path),
+				 errdetail("The file has permissions %04o; it must have permissions u=rw (0600) or less.",
+						   (unsigned int) (st.st_mode & 07777)),
+				 errhint("Run \"chmod 0600 %s\", then reload the configuration.",
+						 path)));
+		zk_set_last_error("zklock credentials file \"%s\" has group or world access (permissions %04o)",
+						  path, (unsigned int) (st.st_mode & 07777));
+		return NULL;
+	}
+
+	len = read(fd, buf, sizeof(buf) - 1);
+	save_errno = errno;
+	CloseTransientFile(fd);
+	if (len < 0)
+	{
+		errno = save_errno;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not read zklock credentials file \"%s\": %m",
+						path)));
+		zk_set_last_error("could not read zklock credentials file \"%s\": %s",
+						  path, strerror(save_errno));
+		return NULL;
+	}
+	if (len > AUTH_FILE_MAX)
+	{
+		explicit_bzero(buf, sizeof(buf));
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" is too long", path),
+				 errdetail("The file must hold one line of at most %d bytes.",
+						   AUTH_FILE_MAX)));
+		zk_set_last_error("zklock credentials file \"%s\" is too long", path);
+		return NULL;
+	}
+	/* one line: trailing white space and the newline do not count */
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
+					   buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		len--;
+	buf[len] = '\0';
+	colon = strchr(buf, ':');
+	if (colon == NULL || colon == buf || memchr(buf, '\0', len) != NULL ||
+		strchr(buf, '\n') != NULL)
+	{
+		explicit_bzero(buf, sizeof(buf));
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock credentials file \"%s\" is not of the form user:password",
+						path),
+				 errdetail("The file must hold one line: a user name, a colon and the password.")));
+		zk_set_last_error("zklock credentials file \"%s\" is not of the form user:password",
+						  path);
+		return NULL;
+	}
+	result = MemoryContextStrdup(TopMemoryContext, buf);
+	explicit_bzero(buf, sizeof(buf));
+	return result;
+}
+
+static volatile int auth_rc = ZOK;	/* set by auth_done, acted on later */
+
+static void
+auth_done(int rc, const void *data)
+{
+	if (rc != ZOK && rc != ZCLOSING)
+		auth_rc = rc;
+}
+
+/* Present the session's credentials, if any, to ZooKeeper. */
+static void
+add_auth(void)
+{
+	authenticated = false;
+	if (session_auth[0] == '\0')
+		return;
+	authenticated = zoo_add_auth(zk_zh, "digest", session_auth,
+								 strlen(session_auth), auth_done, NULL) == ZOK;
+}
+
+/* ---- opening and closing ---- */
+
+/*
+ * Open a handle: for a new session (cid NULL) with the credentials of
+ * zklock.auth_file, which must be usable, or to resume the session cid.
+ */
+static void
+open_handle(const clientid_t *cid)
+{
+	connected = false;
+	session_id = 0;
+	lost_reason = NULL;
+	if (session_hosts)
+		pfree(session_hosts);
+	session_hosts = MemoryContextStrdup(TopMemoryContext, zklock_hosts);
+	if (cid == NULL)
+	{
+		char	   *auth = read_auth_file(zklock_auth_file);
+
+		if (auth == NULL)
+		{
+			/* no connection rather than one with open ACLs */
+			ereport(LOG,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("zklock is not connecting to ZooKeeper"),
+					 errdetail("The file named by zklock.auth_file cannot be used."),
+					 errhint("Fix the file; zklock reads it again every %d seconds and on reload.",
+							 AUTH_RETRY_MS / 1000)));
+			auth_blocked = true;
+			reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													AUTH_RETRY_MS);
+			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
+			return;
+		}
+		auth_blocked = false;
+		free_secret(session_auth);
+		session_auth = auth;
+		if (session_auth_file)
+			pfree(session_auth_file);
+		session_auth_file = MemoryContextStrdup(TopMemoryContext,
+												zklock_auth_file);
+	}
+
+	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+	zk_zh = zookeeper_init(session_hosts, session_watcher,
+						   zklock_session_timeout, cid, NULL, 0);
+	if (zk_zh == NULL)
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("zklock could not start a ZooKeeper session for \"%s\": %m",
+						session_hosts),
+				 errhint("Check zklock.hosts.")));
+		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		return;
+	}
+	zoo_set_log_callback(zk_zh, client_log);
+	/* look the hosts up again at most every few seconds, not every turn */
+	zoo_set_servers_resolution_delay(zk_zh, RESOLVE_DELAY_MS);
+	if (cid == NULL)
+		add_auth();
+	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
+}
+
+/*
+ * Start: end the session of a previous incarnation if one was left behind
+ * (see the file header), then open a new session.
+ */
+void
+zk_session_start(void)
+{
+	clientid_t	cid;
+
+	if (read_session_file(&cid))
+	{
+		ereport(LOG,
+				(errmsg("zklock is ending ZooKeeper session 0x%llx left by its previous run",
+						(unsigned long long) cid.client_id)));
+		ending_old = true;
+		end_old_now = false;
+		end_old_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   zklock_connect_timeout);
+		open_handle(&cid);
+		if (zk_zh != NULL)
+			return;
+		ending_old = false;
+	}
+	open_handle(NULL);
+}
+
+/*
+ * Close the handle.  When connected, ZooKeeper ends the session and deletes
+ * its nodes at once, and the session file is no longer needed.
+ */
+void
+zk_session_stop(void)
+{
+	if (zk_zh)
+	{
+		zhandle_t  *zh = zk_zh;
+		bool		was_connected = connected || end_old_now;
+		int			rc;
+
+		zk_zh = NULL;
+		connected = false;
+		HOLD_INTERRUPTS();
+		rc = zookeeper_close(zh);
+		RESUME_INTERRUPTS();
+		if (rc == ZOK && was_connected)
+			remove_session_file();
+	}
+}
+
+/* The events since the last call, for the worker loop. */
+static int
+take_events(const char **why)
+{
+	int			ev = events;
+
+	*why = event_why;
+	events = 0;
+	event_why = NULL;
+	return ev;
+}
+
+/*
+ * The session is gone or must go: note the event for the engine, and open
+ * a new one.  why is a sentence (it becomes the DETAIL of this and of the
+ * engine's messages).
+ */
+static void
+session_restart(const char *why)
+{
+	ereport(WARNING,
+			(errmsg("zklock lost ZooKeeper session 0x%llx",
+					(unsigned long long) session_id),
+			 errdetail_internal("%s", why)));
+	pg_atomic_fetch_add_u64(&zk_shared->n_session_losses, 1);
+	zk_set_last_error("session 0x%llx lost: %s",
+					  (unsigned long long) session_id, why);
+	zk_set_session_state(ZKS_LOST, session_id, 0, NULL);
+	zk_session_stop();
+	events = (events & ~ZK_EVENT_CONNECTED) | ZK_EVENT_LOST;
+	event_why = why;
+	if (auth_failed)
+	{
+		/* retried only after a pause: the credentials will not improve */
+		auth_failed = false;
+		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+		return;
+	}
+	open_handle(NULL);
+}
+
+/*
+ * Settings were reloaded: read zklock.auth_file again.  Returns why the
+ * session must move to another identity (a changed path or content), or
+ * NULL.  An unusable file is reported and the session kept, as PostgreSQL
+ * keeps its SSL configuration when a reload brings a bad one.
+ */
+static const char *
+auth_changed(void)
+{
+	char	   *auth;
+	const char *why = NULL;
+
+	auth = read_auth_file(zklock_auth_file);
+	if (auth == NULL)
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock.auth_file was not reloaded"),
+				 errdetail("The zklock worker keeps its current ZooKeeper session and credentials.")));
+		return NULL;
+	}
+	if (strcmp(session_auth_file, zklock_auth_file) != 0)
+		why = "zklock.auth_file changed.";
+	else if (strcmp(session_auth, auth) != 0)
+		why = "The credentials in zklock.auth_file changed.";
+	free_secret(auth);
+	return why;
+}
+
+/*
+ * Settings were reloaded: move to the new ensemble or identity if
+ * zklock.hosts, zklock.auth_file or that file's content changed, and try
+ * to connect again if the credentials file was unusable.  Returns the
+ * events, as zk_session_wait().
+ */
+int
+zk_session_reload(const char **why)
+{
+	const char *reason;
+
+	if (auth_blocked)
+	{
+		/* not connected: nothing to lose, just try again */
+		auth_blocked = false;
+		if (zk_zh == NULL)
+			open_handle(NULL);
+	}
+	else if (session_hosts && strcmp(session_hosts, zklock_hosts) != 0)
+		session_restart("zklock.hosts changed.");
+	else if (zk_zh != NULL && !ending_old && session_auth != NULL &&
+			 (reason = auth_changed()) != NULL)
+		session_restart(reason);
+	return take_events(why);
+}
+
+/*
+ * Drop a connection attempt whose session handshake gets no answer.
+ *
+ * A ZooKeeper server that accepts a connection before it has loaded its
+ * database never answers it (ZooKeeper 3.8.0, as Debian 12 ships it, after
+ * a restart), and the client would wait two thirds of the session timeout
+ * before trying again: long enough to lose the session over a restart it
+ * should survive.  A handshake takes milliseconds, so after a tenth of the
+ * timeout (at least a second) we shut the socket down; the client sees the
+ * connection fail and tries again at once.
+ */
+static void
+kick_stuck_handshake(int fd)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			limit = Max(1000, zklock_session_timeout / 10);
+
+	if (fd < 0 || connected)
+	{
+		pending_fd = -1;
+		return;
+	}
+	if (fd != pending_fd)
+	{
+		pending_fd = fd;
+		pending_since = now;
+	}
+	else if (TimestampDifferenceExceeds(pending_since, now, limit))
+	{
+		ereport(LOG,
+				(errmsg("zklock got no answer to its session handshake from ZooKeeper within %d ms",
+						limit),
+				 errdetail("The worker drops the connection and tries again.")));
+		shutdown(fd, SHUT_RDWR);
+		pending_fd = -1;
+	}
+}
+
+/*
+ * The worker's wait: one WaitEventSet kept across turns (building one per
+ * turn costs an epoll instance and three registrations, five system calls,
+ * every turn), rebuilt only when the client's socket changes.
+ *
+ * PostgreSQL 15 cannot remove an event from a set or move it to another
+ * socket, so a different socket, or none, means a new set.  The socket is
+ * told apart by its inode, not only by its number: the client closes its
+ * socket when a connection fails and may open the next one under the same
+ * number, and the kernel drops a closed socket from an epoll set on its
+ * own, so changing the events of a number that now names another socket
+ * would fail (and end the worker).  A set never carries a socket event
+ * without READABLE or WRITEABLE: a socket with no interest is waited on
+ * as no socket.
+ */
+static WaitEventSet *wait_set = NULL;
+static int	wait_fd = -1;			/* socket in wait_set, or -1 */
+static ino_t wait_ino = 0;			/* its inode */
+static int	wait_pos = -1;			/* its event in wait_set */
+static uint32 wait_sock_events = 0;	/* WL_SOCKET_* it waits for */
+
+static void
+wait_set_prepare(int fd, uint32 sock_events)
+{
+	struct stat st;
+	ino_t		ino = 0;
+
+	if (sock_events == 0)
+		fd = -1;
+	if (fd >= 0)
+	{
+		if (fstat(fd, &st) == 0)
+			ino = st.st_ino;
+		else
+			fd = -1;			/* not a descriptor: wait on no socket */
+	}
+
+	if (wait_set != NULL && fd == wait_fd && (fd < 0 || ino == wait_ino))
+	{
+		if (fd >= 0 && sock_events != wait_sock_events)
+		{
+			ModifyWaitEvent(wait_set, wait_pos, sock_events, NULL);
+			wait_sock_events = sock_events;
+		}
+		return;
+	}
+
+	if (wait_set != NULL)
+		FreeWaitEventSet(wait_set);
+	wait_set = NULL;
+	wait_fd = -1;
+	wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+					  NULL, NULL);
+	if (fd >= 0)
+	{
+		wait_pos = AddWaitEventToSet(wait_set, sock_events, fd, NULL, NULL);
+		wait_fd = fd;
+		wait_ino = ino;
+		wait_sock_events = sock_events;
+	}
+}
+
+/*
+ * Hold back (on) or push out (off) what the client sends.  The client sets
+ * TCP_NODELAY and sends a request's length and its body with a send() each,
+ * so every request would leave as two TCP segments, each waking the server
+ * (and, on loopback, costing the sender the receiver's side of the stack
+ * too).  The worker corks the socket while the engine sends a turn's
+ * requests and uncorks it at the end of the turn: they leave together, in
+ * as few segments as their size allows.  Only the socket waited on in this
+ * turn is corked, and only while connected; nothing between the wait and
+ * the uncork opens a socket.
+ */
+static int	corked_fd = -1;
+
+void
+zk_session_cork(bool on)
+{
+	int			v = on ? 1 : 0;
+
+	if (on)
+	{
+		if (corked_fd >= 0 || wait_fd < 0 || !zk_session_connected())
+			return;
+		if (setsockopt(wait_fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v)) == 0)
+			corked_fd = wait_fd;
+	}
+	else if (corked_fd >= 0)
+	{
+		/* fails harmlessly if the client closed the socket meanwhile */
+		(void) setsockopt(corked_fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
+		corked_fd = -1;
+	}
+}
+
+/*
+ * Wait for whatever the client or the worker needs (socket events, the
+ * client's timeout, the next probe, our latch, the engine's timeout_ms, at
+ * most a second) and let the client process it.  Returns after one wait,
+ * with the events (ZK_EVENT_*) that the engine must hear of, in the order
+ * LOST before CONNECTED; *why says why a session was lost.  The caller
+ * handles its latch.
+ */
+int
+zk_session_wait(long timeout_ms, const char **why)
+{
+	int			fd = -1;
+	int			interest = 0;
+	struct timeval tv = {1, 0};
+	long		timeout;
+	uint32		sock_events = 0;
+	WaitEvent	occurred[3];
+	int			nev;
+	int			rc;
+	int			io = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (zk_zh == NULL && now >= reopen_at)
+		open_handle(NULL);
+
+	if (ending_old && (end_old_now || now >= end_old_deadline))
+	{
+		zk_session_stop();
+		ending_old = false;
+		open_handle(NULL);
+	}
+
+	/*
+	 * The probe goes first: sending it can find the connection broken, and
+	 * the client then closes the socket, which zookeeper_interest() must
+	 * not have told us of yet.
+	 */
+	if (zk_session_connected() && now >= next_probe_at)
+	{
+		if (zoo_async(zk_zh, "/", probe_done,
+					  (const void *) (uintptr_t) now) == ZOK)
+			next_probe_at = TimestampTzPlusMilliseconds(now,
+														zoo_recv_timeout(zk_zh) / 4);
+	}
+
+	if (zk_zh)
+	{
+		rc = zookeeper_interest(zk_zh, &fd, &interest, &tv);
+		if (rc == ZINVALIDSTATE && lost_reason == NULL && !ending_old)
+			lost_reason = "The ZooKeeper handle became unusable.";
+		else if (rc != ZOK)
+		{
+			/*
+			 * The client gave up its connection (nothing heard for two
+			 * thirds of the timeout, after the worker was stopped; a ping
+			 * it could not send; no address for zklock.hosts) and may have
+			 * closed the socket it has just told us of.  Wait on no socket,
+			 * briefly, then let the client read what it can (finding a
+			 * reset connection) and connect again.
+			 */
+			fd = -1;
+			tv.tv_sec = 0;
+			tv.tv_usec = INTEREST_RETRY_MS * 1000L;
+			io = ZOOKEEPER_READ;
+		}
+	}
+
+	if (lost_reason)
+	{
+		session_restart(lost_reason);
+		return take_events(why);
+	}
+	kick_stuck_handshake(fd);
+
+	timeout = Min(tv.tv_sec * 1000L + tv.tv_usec / 1000, 1000L);
+	timeout = Max(Min(timeout, timeout_ms), 0);
+	if (fd >= 0)
+	{
+		if (interest & ZOOKEEPER_READ)
+			sock_events |= WL_SOCKET_READABLE;
+		if (interest & ZOOKEEPER_WRITE)
+			sock_events |= WL_SOCKET_WRITEABLE;
+	}
+	wait_set_prepare(fd, sock_events);
+	nev = WaitEventSetWait(wait_set, timeout, occurred, lengthof(occurred),
+						   PG_WAIT_EXTENSION);
+	for (int i = 0; i < nev; i++)
+	{
+		if (occurred[i].events & WL_SOCKET_READABLE)
+			io |= ZOOKEEPER_READ;
+		if (occurred[i].events & WL_SOCKET_WRITEABLE)
+			io |= ZOOKEEPER_WRITE;
+	}
+
+	/* no interrupt may end the process inside the client's callbacks */
+	HOLD_INTERRUPTS();
+	if (zk_zh)
+	{
+		rc = zookeeper_process(zk_zh, io);
+
+		/*
+		 * One zookeeper_process() reads at most one reply from the socket.
+		 * Take the others that are already there in this turn, instead of
+		 * a whole turn of the loop each: the engine then acts on all of
+		 * them at once.  Stop at anything that concerns the connection (the
+		 * client may have closed the socket).
+		 */
+		for (int n = 1; rc == ZOK && (io & ZOOKEEPER_READ) && n < MAX_REPLIES_PER_TURN &&
+			 zk_zh != NULL && !state_changed && lost_reason == NULL; n++)
+		{
+			int			avail = 0;
+
+			if (ioctl(fd, FIONREAD, &avail) != 0 || avail <= 0)
+				break;
+			rc = zookeeper_process(zk_zh, ZOOKEEPER_READ);
+		}
+	}
+	RESUME_INTERRUPTS();
+
+	/* act on what the callbacks noted */
+	if (auth_rc != ZOK)
+	{
+		zk_set_last_error("ZooKeeper refused the credentials of zklock.auth_file: %s",
+						  zerror(auth_rc));
+		auth_rc = ZOK;
+	}
+	if (state_changed)
+		session_changed();
+	if (lost_reason)
+		session_restart(lost_reason);
+	else if (zk_zh && session_id != 0 && !ending_old &&
+			 TimestampDifferenceExceeds(confirmed_at, GetCurrentTimestamp(),
+										zoo_recv_timeout(zk_zh)))
+		session_restart("ZooKeeper did not confirm the session within its timeout.");
+	return take_events(why);
+}

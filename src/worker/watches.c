@@ -1,0 +1,217 @@
+/*-------------------------------------------------------------------------
+ *
+ * watches.c
+ *	  The registry of the engine's watches, by path.
+ *
+ * Watches are kept in a registry by path: one client-side watcher per path
+ * (the same function, no context), so repeated waits never pile up
+ * watchers; a watch no part needs any more is removed from the server.  A
+ * part relies on one watch at most (on what it waits for), and a holder
+ * of a revocable recipe also on the data watch on its own node.  When a
+ * watch fires, every part that relied on it looks again (process_fired,
+ * engine.c); the watches die with the session (zk_engine_session_lost).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "worker/engine_internal.h"
+#include "worker/session.h"
+
+HTAB	   *watches;
+HTAB	   *watch_calls;
+uint32		watch_epoch = 0;	/* bumped when the session's watches die */
+
+/* The registry's entry of a watch, made if new. */
+static ZkWatch *
+watch_entry(const ZkWatchKey *key)
+{
+	bool		found;
+	ZkWatch    *w = hash_search(watches, key, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		dlist_init(&w->parts);
+		dlist_init(&w->owners);
+		pg_atomic_fetch_add_u32(&zk_shared->n_watches, 1);
+	}
+	return w;
+}
+
+/* Forget a registry entry no part needs any more; true if it went. */
+static bool
+watch_unused(const ZkWatchKey *key)
+{
+	ZkWatch    *w = hash_search(watches, key, HASH_FIND, NULL);
+
+	if (w == NULL || !dlist_is_empty(&w->parts) || !dlist_is_empty(&w->owners))
+		return false;
+	hash_search(watches, key, HASH_REMOVE, NULL);
+	pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	return true;
+}
+
+/*
+ * Count a call that sets a watch on path as in flight (delta 1), or as
+ * answered (delta -1; only calls of the current watch epoch).  Returns how
+ * many such calls are in flight now.
+ */
+int
+count_watch_call(const char *path, bool children, int delta)
+{
+	ZkWatchKey	key;
+	ZkWatchCalls *wc;
+	bool		found;
+
+	memset(&key, 0, sizeof(key));
+	key.children = children;
+	strlcpy(key.path, path, sizeof(key.path));
+	wc = hash_search(watch_calls, &key, delta > 0 ? HASH_ENTER : HASH_FIND,
+					 &found);
+	if (wc == NULL)
+		return 0;
+	if (!found)
+		wc->n = 0;
+	wc->n += delta;
+	if (wc->n > 0)
+		return wc->n;
+	hash_search(watch_calls, &key, HASH_REMOVE, NULL);
+	return 0;
+}
+
+/* Note a call sent with a watch. */
+void
+watch_call_sent(ZkCall *c, bool children)
+{
+	c->watched = true;
+	c->watch_epoch = watch_epoch;
+	(void) count_watch_call(c->path, children, 1);
+}
+
+/* Register the part's interest in a watch on path (one per part). */
+void
+watch(ZkPart *p, const char *path, bool children)
+{
+	ZkWatchKey	key;
+	ZkWatch    *w;
+
+	if (p->watch_path && p->watch_children == children &&
+		strcmp(p->watch_path, path) == 0)
+		return;
+	unwatch(p);
+	p->watch_fired = false;
+	memset(&key, 0, sizeof(key));
+	key.children = children;
+	strlcpy(key.path, path, sizeof(key.path));
+	w = watch_entry(&key);
+	dlist_push_tail(&w->parts, &p->watch_link);
+	p->watch_path = MemoryContextStrdup(engine_context, path);
+	p->watch_children = children;
+}
+
+/*
+ * Remove our watch on key's path from the client and the server: all
+ * watches of the path, which are ours alone (one watcher per path).  Only
+ * that removal reaches the server; removing one watcher of a path only
+ * checks the server has the watch and leaves it there until it fires.
+ *
+ * Not while a call that sets a watch on the path is still out: the server
+ * would apply the removal after that call and take away the watch it set,
+ * on which its part may rely (a part whose interest a fire took while its
+ * listing was out takes on the watch of that listing when it is
+ * answered).  The answer of the last such call removes the watch then, if
+ * nobody wants it (process_call).
+ */
+void
+remove_watch(const ZkWatchKey *key)
+{
+	ZkCall	   *c;
+
+	if (!zk_connected())
+		return;
+	if (hash_search(watch_calls, key, HASH_FIND, NULL) != NULL)
+		return;
+	c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key->path);
+	sent(c, zoo_aremove_all_watches(zk_zh, key->path,
+									key->children ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
+									0,
+	/* the header's type is wrong: it takes the function itself */
+									(void_completion_t *) void_done, c));
+}
+
+/*
+ * The part no longer needs its watch.  When no part does, it is removed
+ * from the client and the server, so nothing is left to fire for nobody.
+ */
+void
+unwatch(ZkPart *p)
+{
+	unwatch_ex(p, true);
+}
+
+/*
+ * unwatch(), telling the server only when tell_server: a caller that is
+ * about to delete a child of the watched parent lets that delete fire the
+ * watch instead of removing it with a request of its own.
+ */
+void
+unwatch_ex(ZkPart *p, bool tell_server)
+{
+	ZkWatchKey	key;
+
+	p->watch_fired = false;
+	if (p->watch_path == NULL)
+		return;
+	memset(&key, 0, sizeof(key));
+	key.children = p->watch_children;
+	strlcpy(key.path, p->watch_path, sizeof(key.path));
+	dlist_delete(&p->watch_link);
+	pfree(p->watch_path);
+	p->watch_path = NULL;
+	if (watch_unused(&key) && tell_server)
+		remove_watch(&key);
+}
+
+/*
+ * The data watch on our own node (drivers with "revocable"), beside the
+ * part's one watch on what it waits for: Curator's revocation writes
+ * "__REVOKE__" into a holder's node, and the node's deletion by someone
+ * else shows up here too.  The watch is never removed from the server by
+ * request: it goes when it fires, when our node is deleted (which fires
+ * it) or with the session.
+ */
+void
+own_watch(ZkPart *p)
+{
+	ZkWatchKey	key;
+	ZkWatch    *w;
+	ZkCall	   *c;
+
+	if (p->own_watch || !p->driver->revocable || !p->holds || p->dead ||
+		p->dropping || p->phase != NODE_EXISTS || !zk_connected())
+		return;
+	memset(&key, 0, sizeof(key));
+	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
+	w = watch_entry(&key);
+	dlist_push_tail(&w->owners, &p->own_link);
+	p->own_watch = true;
+	c = new_call(p, ZKC_GET, T_OWNDATA, key.path);
+	watch_call_sent(c, false);
+	c->own = true;
+	sent(c, zoo_awget(zk_zh, key.path, engine_watcher, NULL, data_done, c));
+}
+
+/* The part no longer relies on the data watch on its own node. */
+void
+own_unwatch(ZkPart *p)
+{
+	ZkWatchKey	key;
+
+	if (!p->own_watch)
+		return;
+	p->own_watch = false;
+	dlist_delete(&p->own_link);
+	memset(&key, 0, sizeof(key));
+	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
+	(void) watch_unused(&key);
+}
