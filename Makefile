@@ -27,6 +27,7 @@ OBJS = \
 	src/backend/monitor.o \
 	src/backend/holdings.o \
 	src/worker/worker.o \
+	src/worker/reply.o \
 	src/worker/session.o \
 	src/worker/engine.o \
 	src/worker/calls.o \

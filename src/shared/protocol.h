@@ -227,7 +227,7 @@ typedef struct ZkRow
 extern int	zk_read_rows(int id, uint32 generation, ZkRow **rows);
 extern int	zk_list(const char *name, int what, ZkRow **rows);
 
-/* worker side (protocol.c) */
+/* worker side (worker/reply.c) */
 extern int	zk_take_queue(int *ids, int max);
 extern void zk_set_outcome(int id, ZkEntryState state, int sqlerrcode,
 						   const char *fmt,...) pg_attribute_printf(4, 5);

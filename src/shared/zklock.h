@@ -20,7 +20,8 @@
  *	  zklock.h		limits, kinds, settings, names (this file)
  *	  settings.c	the zklock.* settings
  *	  kinds.c		kinds of request: their names, where their nodes are
- *	  protocol.c	the shared-memory request protocol, and what "held" means
+ *	  protocol.c	the shared-memory request protocol (its backend side),
+ *					and what "held" means
  *	  naming.c		names: what a name may be
  *	  paths.c		znode paths of names, slot names of job claims
  *	  nodename.c	child node names: forms, sequence order (plain C)
@@ -37,6 +38,7 @@
  *
  *	worker/			what the worker runs
  *	  worker.c		the background worker's wait loop
+ *	  reply.c		the worker's side of the request protocol: outcomes
  *	  session.c		the ZooKeeper session: connect, confirm, lose, recover
  *	  engine.c		the engine: parts, the entries they serve, the loop's work
  *	  calls.c		calls to ZooKeeper, their completions, the watcher

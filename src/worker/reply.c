@@ -1,0 +1,340 @@
+/*-------------------------------------------------------------------------
+ *
+ * reply.c
+ *	  The worker's side of the shared-memory request protocol
+ *	  (shared/protocol.h): taking the queued entries, writing outcomes,
+ *	  grants, results, listings and the session's state into them, waking
+ *	  their backends, and freeing the entries backends gave up.
+ *
+ * The backend's side, and the rules both sides follow, are in
+ * shared/protocol.c.  Every function here takes the shared lock only for
+ * the moment it writes, and never throws while holding it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/dsm.h"
+#include "storage/proc.h"
+#include "utils/timestamp.h"
+
+#include "shared/protocol.h"
+
+/* Take up to max ids off the worker queue.  Returns how many. */
+int
+zk_take_queue(int *ids, int max)
+{
+	int			n = 0;
+	TimestampTz now = 0;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	while (n < max && !dlist_is_empty(&zk_shared->queue))
+	{
+		ZkEntry    *e = dlist_container(ZkEntry, link,
+										dlist_pop_head_node(&zk_shared->queue));
+
+		e->queued = false;
+		if (e->taken_at == 0 && e->state == ZKE_PENDING)
+		{
+			if (now == 0)
+				now = GetCurrentTimestamp();
+			e->taken_at = now;
+		}
+		ids[n++] = e - zk_shared->entries;
+	}
+	LWLockRelease(zk_shared->lock);
+	return n;
+}
+
+/* Wake the owner of an entry unless it gave the entry up; lock held. */
+static int
+zk_owner_locked(ZkEntry *e)
+{
+	return e->released ? -1 : e->owner_procno;
+}
+
+static void
+zk_wake(int procno)
+{
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * Record the outcome of a request (or the loss of a holding) and wake its
+ * backend.  The message, if any, becomes the DETAIL of the backend's error.
+ */
+void
+zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->state = state;
+	e->sqlerrcode = sqlerrcode;
+	if (fmt)
+	{
+		va_list		ap;
+
+		va_start(ap, fmt);
+		vsnprintf(e->errmsg, sizeof(e->errmsg), fmt, ap);
+		va_end(ap);
+	}
+	if (state != ZKE_PENDING)
+		e->waiting_on[0] = '\0';
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Grant an entry: its fencing token, the session and node it holds by. */
+void
+zk_set_grant(int id, int64 token, int64 session_id, const char *node)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->state = ZKE_HELD;
+	e->token = token;
+	e->session_id = session_id;
+	e->granted_at = GetCurrentTimestamp();
+	strlcpy(e->node, node, sizeof(e->node));
+	e->waiting_on[0] = '\0';
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
+	zk_wake(procno);
+}
+
+/* Finish a one-shot request with its answer. */
+void
+zk_set_result(int id, int64 result)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->state = ZKE_DONE;
+	e->result = result;
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Append one row (ncols strings, NULL for SQL NULL) to a listing. */
+void
+zk_add_row(StringInfo rows, int ncols, const char *const *cols)
+{
+	int32		nc = ncols;
+
+	if (rows->len == 0)
+	{
+		int32		zero = 0;
+
+		appendBinaryStringInfo(rows, (char *) &zero, sizeof(int32));
+	}
+	appendBinaryStringInfo(rows, (char *) &nc, sizeof(int32));
+	for (int c = 0; c < ncols; c++)
+	{
+		appendStringInfoChar(rows, cols[c] ? 1 : 0);
+		if (cols[c])
+			appendBinaryStringInfo(rows, cols[c], strlen(cols[c]) + 1);
+	}
+	((int32 *) rows->data)[0]++;
+}
+
+/*
+ * Finish a listing request: its rows go into a DSM segment the backend
+ * attaches to (and unpins); the entry becomes DONE with the row count.
+ * Worker only (it may ERROR if no DSM segment can be made: the caller runs
+ * outside ZooKeeper callbacks).
+ */
+void
+zk_set_rows(int id, StringInfo rows)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	dsm_segment *seg = NULL;
+	dsm_handle	handle = 0;
+	int32		n = 0;
+	int			procno;
+
+	if (rows->len > 0)
+	{
+		memcpy(&n, rows->data, sizeof(int32));
+		seg = dsm_create(rows->len, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	}
+	if (seg)
+	{
+		memcpy(dsm_segment_address(seg), rows->data, rows->len);
+		dsm_pin_segment(seg);
+		handle = dsm_segment_handle(seg);
+		dsm_detach(seg);
+	}
+	else if (rows->len > 0)
+	{
+		zk_set_outcome(id, ZKE_FAILED, ERRCODE_OUT_OF_MEMORY,
+					   "No dynamic shared memory segment was available for the answer.");
+		return;
+	}
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->released && handle != 0)
+	{
+		LWLockRelease(zk_shared->lock);
+		dsm_unpin_segment(handle);
+		return;
+	}
+	e->rows = handle;
+	e->result = n;
+	e->state = ZKE_DONE;
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/* Finish an ask of the owner on a held entry. */
+void
+zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode, const char *fmt,...)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->ask_state = state;
+	e->sqlerrcode = sqlerrcode;
+	if (fmt)
+	{
+		va_list		ap;
+
+		va_start(ap, fmt);
+		vsnprintf(e->errmsg, sizeof(e->errmsg), fmt, ap);
+		va_end(ap);
+	}
+	procno = zk_owner_locked(e);
+	LWLockRelease(zk_shared->lock);
+	zk_wake(procno);
+}
+
+/*
+ * Record the node of a request and the node it waits for ("" for none).
+ * Called for requests that wait (for another node, a local holder, a
+ * barrier); the first call for a request counts it in n_waits.
+ */
+void
+zk_set_node(int id, const char *node, const char *waiting_on)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	bool		first_wait;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	strlcpy(e->node, node ? node : "", ZK_NODE_MAX);
+	strlcpy(e->waiting_on, waiting_on ? waiting_on : "", ZK_NODE_MAX);
+	first_wait = e->state == ZKE_PENDING && !e->waited;
+	e->waited = true;
+	LWLockRelease(zk_shared->lock);
+	if (first_wait)
+		pg_atomic_fetch_add_u64(&zk_shared->n_waits, 1);
+}
+
+/*
+ * Note that someone asked the holder of an entry to let go, and interrupt
+ * (SIGINT) its owner if it asked for that (ZKR_REVOCABLE) and still holds
+ * it.  Returns the pid interrupted, else 0.
+ */
+int
+zk_set_revoke_requested(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int			pid = 0;
+	int			kill_errno = 0;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->revoke_requested = true;
+	if ((e->flags & ZKR_REVOCABLE) && !e->released && e->state == ZKE_HELD)
+	{
+		/*
+		 * Signalled under the lock, so that the owner cannot have released
+		 * the entry (and started something else) in between.
+		 */
+		pid = e->owner_pid;
+		if (kill(pid, SIGINT) != 0)
+			kill_errno = errno;
+	}
+	LWLockRelease(zk_shared->lock);
+	if (kill_errno != 0)
+	{
+		errno = kill_errno;
+		elog(DEBUG1, "could not signal process %d: %m", pid);
+	}
+	return pid;
+}
+
+/*
+ * Return an entry to the free list (any listing it held is dropped), and
+ * wake the backend that gave it up: it may wait for this
+ * (zk_await_released).
+ */
+void
+zk_free_entry(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	dsm_handle	rows;
+	int			procno;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	procno = e->released ? e->owner_procno : -1;
+	if (e->queued)
+		dlist_delete(&e->link);
+	e->queued = false;
+	e->state = ZKE_FREE;
+	e->released = false;
+	e->owner_pid = 0;
+	rows = e->rows;
+	e->rows = 0;
+	dlist_push_head(&zk_shared->free_entries, &e->link);
+	LWLockRelease(zk_shared->lock);
+	if (rows != 0)
+		dsm_unpin_segment(rows);
+	zk_wake(procno);
+	ConditionVariableBroadcast(&zk_shared->entry_freed);
+}
+
+/* Publish the session state. */
+void
+zk_set_session_state(ZkSessionState state, int64 session_id, int timeout,
+					 const char *server)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	strlcpy(zk_shared->server, server ? server : "", sizeof(zk_shared->server));
+	if (session_id != zk_shared->session_id)
+		zk_shared->confirmed_at = 0;
+	zk_shared->session_state = state;
+	zk_shared->session_id = session_id;
+	zk_shared->session_timeout = timeout;
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Publish that the session was confirmed alive at "at" (see session.c). */
+void
+zk_set_confirmed(int64 session_id, TimestampTz at)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (session_id == zk_shared->session_id && at > zk_shared->confirmed_at)
+		zk_shared->confirmed_at = at;
+	LWLockRelease(zk_shared->lock);
+}
+
+/* Record the last error the worker met, for zk_status(). */
+void
+zk_set_last_error(const char *fmt,...)
+{
+	va_list		ap;
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	va_start(ap, fmt);
+	vsnprintf(zk_shared->last_error, sizeof(zk_shared->last_error), fmt, ap);
+	va_end(ap);
+	LWLockRelease(zk_shared->lock);
+}
