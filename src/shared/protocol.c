@@ -363,22 +363,19 @@ zk_trusted_session(int64 session_id)
 }
 
 /*
- * Can the worker still delete nodes of its session, or may the session
- * still live on in ZooKeeper with them?  False once no worker runs, the
- * session is known lost (or there is none), or nothing has confirmed it
- * for a whole session timeout: its nodes then go with it.  Caller holds
- * the lock.
+ * Is it worth waiting for the worker to delete nodes of its session?  Only
+ * while a worker runs and its session can be vouched for, by the same rule
+ * as a holding (zk_trusted_locked: confirmed within half the session
+ * timeout).  Past that the session may be gone or about to go, and its
+ * nodes with it; a release then waits no longer, as zk_lock_held() no
+ * longer vouches for a holding.  Caller holds the lock.
  */
 static bool
-zk_session_may_live_locked(void)
+zk_release_may_complete_locked(void)
 {
 	return zk_shared->worker_latch != NULL &&
-		zk_shared->session_id != 0 &&
 		zk_shared->session_state != ZKS_LOST &&
-		zk_shared->session_timeout > 0 &&
-		!TimestampDifferenceExceeds(zk_shared->confirmed_at,
-									GetCurrentTimestamp(),
-									zk_shared->session_timeout);
+		zk_trusted_locked(zk_shared->session_id);
 }
 
 /*
@@ -389,7 +386,7 @@ zk_session_may_live_locked(void)
  * unless someone else holds or waits for it.
  *
  * The wait ends early when the worker cannot finish (see
- * zk_session_may_live_locked): the nodes then go with the session.  With
+ * zk_release_may_complete_locked): the nodes then go with the session.  With
  * interruptible, cancel and statement_timeout end it as an ERROR (the
  * entries stay given up; nothing waits for them again); transaction
  * callbacks pass false and never throw here.  A backend on its way out
@@ -402,7 +399,7 @@ zk_await_released(bool interruptible)
 	while (ngiven_up > 0)
 	{
 		int			n = 0;
-		bool		may_live;
+		bool		may_complete;
 
 		if (ProcDiePending || proc_exit_inprogress)
 			break;
@@ -416,9 +413,9 @@ zk_await_released(bool interruptible)
 				given_up[n++] = given_up[i];
 		}
 		ngiven_up = n;
-		may_live = zk_session_may_live_locked();
+		may_complete = zk_release_may_complete_locked();
 		LWLockRelease(zk_shared->lock);
-		if (n == 0 || !may_live)
+		if (n == 0 || !may_complete)
 			break;
 
 		/*

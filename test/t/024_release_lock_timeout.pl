@@ -39,7 +39,9 @@ signal_process($st->{worker_pid}, 'CONT');
 is(sqlstate($err), '(none)', 'the timed-out acquire raised no error') or diag $err;
 is($out, 'f', 'it answered false');
 
-$h->query_ok("SELECT zk_lock_release('lt1')");
+# the worker was stopped for about a session timeout: the holder's session
+# may have been given up meanwhile, and its release then only warns
+$h->query("SELECT zk_lock_release('lt1')");
 is(scalar(children_become($zk, '/zklock/lt1', 0)), 0, 'no node left');
 
 done_testing();
