@@ -406,26 +406,29 @@ sub zk_mntr
 
 =pod
 
-=item rss_kb($pid)
+=item rss_kb($pid, $field)
 
-VmRSS of a process in kB, from /proc/<pid>/status.
+Resident memory of a process in kB, from /proc/<pid>/status: C<$field>
+VmRSS (the default: all of it, shared memory it touched included) or
+RssAnon (its private memory: heap, stack, what malloc and palloc hand out).
 
 =cut
 
 sub rss_kb
 {
-	my ($pid) = @_;
+	my ($pid, $field) = @_;
+	$field //= 'VmRSS';
 	open my $fh, '<', "/proc/$pid/status" or croak "no process $pid: $!";
 	while (<$fh>)
 	{
-		if (/^VmRSS:\s+(\d+)\s+kB/)
+		if (/^\Q$field\E:\s+(\d+)\s+kB/)
 		{
 			close $fh;
 			return $1;
 		}
 	}
 	close $fh;
-	croak "no VmRSS for process $pid";
+	croak "no $field for process $pid";
 }
 
 =pod
