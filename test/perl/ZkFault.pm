@@ -2,8 +2,9 @@
 #    Helpers for zklock's fault-injection TAP tests (test/t/060_faults.pl,
 #    070_ensemble.pl, 080_mutex_checker.pl, 090_soak.pl): signals to
 #    processes, ZooKeeper restarts that wait by polling, the whole znode tree
-#    under a path, ZooKeeper's session and watch tables, zk_status() as a
-#    hash, a process's resident memory.  Documentation: POD below.
+#    under a path, ZooKeeper's session and watch tables, how long a server
+#    has heard nothing from a session, zk_status() as a hash, a process's
+#    resident memory.  Documentation: POD below.
 
 =pod
 
@@ -49,7 +50,8 @@ our @EXPORT_OK = qw(
   sqlstate zk_status_of poll_status signal_process process_state
   wait_process_state zk_tree zk_lock_nodes zk_exists children_become
   zk_restart_node zk_wait_serving zk_session_alive zk_watch_count
-  zk_mntr rss_kb poll_session wait_waiting zk_watchers zklock_sessions);
+  zk_mntr rss_kb poll_session wait_waiting zk_watchers zklock_sessions
+  zk_wait_idle);
 
 =pod
 
@@ -327,6 +329,61 @@ sub zk_session_alive
 
 =pod
 
+=item zk_wait_idle($zk, $i, $session_id, $ms, timeout => secs)
+
+Polls ZooKeeper node C<$i> until it has heard nothing from session
+C<$session_id> (as zk_status() prints it) for at least C<$ms>
+milliseconds, as the server itself counts (C<lresp> of C<cons>, the time
+of its last answer to that session, against that of a fresh answer to a
+kazoo client of its own, so both are the server's clock); returns that
+idle time in ms, or undef when the session has no connection to the node
+or C<timeout> (default 60) seconds passed first.
+
+=cut
+
+sub zk_wait_idle
+{
+	my ($zk, $i, $sid, $ms, %opts) = @_;
+	my $port = $zk->port($i);
+	my $want = int($ms) + ($ms > int($ms) ? 1 : 0);
+	my $out = ZkLockTest::zk_python(
+		"127.0.0.1:$port", q{
+import re, socket, time
+port, target, want, deadline = int(args[0]), args[1], int(args[2]), time.time() + float(args[3])
+me = '%x' % zk.client_id[0]
+def lresp(text, sid):
+    m = re.search(r'sid=0x0*%s,[^)]*?\blresp=(\d+)' % sid, text)
+    return int(m.group(1)) if m else None
+idle, text = None, b''
+while time.time() < deadline:
+    zk.exists('/')
+    s = socket.create_connection(('127.0.0.1', port), timeout=5)
+    s.sendall(b'cons')
+    text = b''
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        text += chunk
+    s.close()
+    now, last = lresp(text.decode(), me), lresp(text.decode(), target)
+    idle = None if now is None or last is None else now - last
+    if idle is None or idle >= want:
+        break
+    time.sleep(0.05)
+print('' if idle is None else idle)
+if idle is None or idle < want:
+    print(text.decode())
+}, $port, _hexid($sid), $want, $opts{timeout} // 60);
+	my ($idle, $cons) = split /\n/, $out, 2;
+	return $idle if $idle ne '' && $idle >= $want;
+	diag "session $sid idle "
+	  . ($idle eq '' ? 'unknown' : "$idle ms") . " on node $i: $cons";
+	return undef;
+}
+
+=pod
+
 =item zk_watch_count($zk, $i)
 
 Total watches of node C<$i>, from C<wchs>.
@@ -449,26 +506,29 @@ sub zk_mntr
 
 =pod
 
-=item rss_kb($pid)
+=item rss_kb($pid, $field)
 
-VmRSS of a process in kB, from /proc/<pid>/status.
+Resident memory of a process in kB, from /proc/<pid>/status: C<$field>
+VmRSS (the default: all of it, shared memory it touched included) or
+RssAnon (its private memory: heap, stack, what malloc and palloc hand out).
 
 =cut
 
 sub rss_kb
 {
-	my ($pid) = @_;
+	my ($pid, $field) = @_;
+	$field //= 'VmRSS';
 	open my $fh, '<', "/proc/$pid/status" or croak "no process $pid: $!";
 	while (<$fh>)
 	{
-		if (/^VmRSS:\s+(\d+)\s+kB/)
+		if (/^\Q$field\E:\s+(\d+)\s+kB/)
 		{
 			close $fh;
 			return $1;
 		}
 	}
 	close $fh;
-	croak "no VmRSS for process $pid";
+	croak "no $field for process $pid";
 }
 
 =pod

@@ -227,57 +227,99 @@ foreach my $case (
 }
 
 # ---------------------------------------------------------------------------
-note 'a cancel racing the grant: the waiter holds the lock iff its node exists';
+note 'a cancel racing the grant: granted and holding, or cancelled and not';
 push @names_used, 'race';
 
-# The cancel goes out 0 to 12 ms after the release, so that over the rounds
-# it lands before, during and after the grant (the delay only spreads the
-# race; nothing waits on it).
+# Each round: s1 holds, s2 waits (its node waits on s1's), then s1's release
+# and a cancel of s2 are sent at an offset from each other: the cancel first
+# (negative offsets: the cancel should win), nearly together (the race), or
+# the release first (the grant should win).  Whatever the outcome, the
+# waiter holds the lock exactly when its acquire returned true: a cancelled
+# acquire (57014) must not leave the session holding, and a holding session
+# must have been told so.  The offsets only spread the race (nothing waits
+# on them); they are dense where the grant takes over from the cancel
+# (about 1 ms after the release is sent, on an idle machine).  Both
+# outcomes must occur: if one has not by the end of the list, rounds go on
+# at offsets further out on its side.
 my $canceller = session();
-my %outcomes;
-my @delays_ms = (0, 1, 2, 3, 4, 6, 8, 12);
-for my $round (1 .. @delays_ms)
+my %outcomes = (granted => 0, cancelled => 0);
+my @offsets_ms = (
+	-20, -5, -1, 0, 0.25, 0.5, 0.75, 1, 1.25, 1.5,
+	1.75, 2, 2.5, 3, 4, 6, 8, 12, 25, 50);
+my %further = (cancelled => [ -200, -1000 ], granted => [ 200, 1000 ]);
+my $round = 0;
+
+sub race_round
 {
-	is($s1->query_ok("SELECT zk_lock_acquire('race')"),
-		't', "round $round: holder acquires");
-	my $wn = start_waiter($s2, 'race', 2);
+	my ($offset_ms) = @_;
+	$round++;
+	my $what = "round $round (cancel at ${offset_ms} ms)";
+	is($s1->query_ok("SELECT zk_lock_acquire('race')"), 't', "$what: holder acquires");
+	$s2->send("SELECT zk_lock_acquire('race')");
+	ok( poll_until(
+			sub {
+				$s3->query_ok(
+					"SELECT count(*) FROM zk_locks JOIN pg_stat_activity USING (pid) "
+					  . "WHERE pid = ${\ $s2->pid } AND name = 'race' "
+					  . "AND waiting_on IS NOT NULL AND wait_event_type = 'Extension'"
+				) eq '1';
+			},
+			interval => 0.005),
+		"$what: the waiter waits, its node behind the holder's");
 
-	# release and cancel at the same moment
-	$s1->send("SELECT zk_lock_release('race')");
-	Time::HiRes::sleep($delays_ms[ $round - 1 ] / 1000);
-	$canceller->send("SELECT pg_cancel_backend(" . $s2->pid . ")");
-	is($s1->result, 't', "round $round: holder released");
-	is($canceller->result, 't', "round $round: cancel sent");
-	($out, $err) = $s2->result;
+	my $release = sub { $s1->send("SELECT zk_lock_release('race')") };
+	my $cancel =
+	  sub { $canceller->send("SELECT pg_cancel_backend(" . $s2->pid . ")") };
+	my ($first, $second) =
+	  $offset_ms < 0 ? ($cancel, $release) : ($release, $cancel);
+	$first->();
+	Time::HiRes::sleep(abs($offset_ms) / 1000);
+	$second->();
+	is($s1->result, 't', "$what: holder released");
+	is($canceller->result, 't', "$what: cancel sent");
+
+	my ($out, $err) = $s2->result;
 	my $granted = ($out // '') eq 't' && $err eq '';
-	ok($granted || sqlstate($err) eq '57014',
-		"round $round: the waiter was granted or cancelled")
+	my $cancelled = sqlstate($err) eq '57014';
+	ok($granted || $cancelled, "$what: the waiter was granted or cancelled")
 	  or diag "output \"" . ($out // '') . "\", error \"$err\"";
-	$outcomes{ $granted ? 'granted' : 'cancelled' }++;
-
 	my $held = $s2->query_ok("SELECT zk_lock_held('race')");
+	is($held, $granted ? 't' : 'f',
+		"$what: the waiter holds the lock exactly when its acquire returned true")
+	  or diag "output \"" . ($out // '') . "\", error \"$err\", held $held";
+	$outcomes{ $granted ? 'granted' : 'cancelled' }++ if $granted || $cancelled;
+
 	if ($held eq 't')
 	{
-		is_deeply([ children_become('race', [$wn]) ],
-			[$wn], "round $round: the waiter holds it and its node is there");
 		is($s3->query_ok("SELECT zk_lock_try('race')"),
-			'f', "round $round: and it excludes others");
+			'f', "$what: the waiter's holding excludes others");
 		is($s2->query_ok("SELECT zk_lock_release('race')"),
-			't', "round $round: the waiter releases");
+			't', "$what: the waiter releases");
 	}
-	else
-	{
-		is_deeply([ children_become('race', []) ],
-			[], "round $round: the waiter does not hold it and left no node");
-		is($s3->query_ok("SELECT zk_lock_try('race')"),
-			't', "round $round: another session gets it at once");
-		is($s3->query_ok("SELECT zk_lock_release('race')"),
-			't', "round $round: and releases");
-	}
-	is_deeply([ children_become('race', []) ], [], "round $round: no node left");
+	# a node left by the waiter would be ahead of any newcomer's
+	is($s3->query_ok("SELECT zk_lock_try('race')"),
+		't', "$what: once the waiter is done, another session gets it at once");
+	is($s3->query_ok("SELECT zk_lock_release('race')"), 't', "$what: and releases");
+	return;
 }
-note 'outcomes: '
+
+race_round($_) foreach @offsets_ms;
+foreach my $outcome (sort keys %further)
+{
+	foreach my $offset_ms (@{ $further{$outcome} })
+	{
+		last if $outcomes{$outcome} > 0;
+		race_round($offset_ms);
+	}
+}
+note "outcomes of $round rounds: "
   . join(', ', map { "$_ $outcomes{$_}" } sort keys %outcomes);
+cmp_ok($outcomes{$_}, '>', 0, "some rounds ended with the waiter $_")
+  foreach sort keys %outcomes;
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM zk_locks WHERE name = 'race'"),
+	'after the rounds nobody holds, waits for or releases the lock');
+is_deeply([ children_become('race', []) ], [], 'and no node of it is left');
 $canceller->quit;
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ use ZkLockTest;
 use ZkLockTest::Session qw(poll_until);
 use ZkFault qw(sqlstate zk_status_of poll_status poll_session signal_process
   wait_process_state zk_tree zk_lock_nodes zk_exists children_become
-  zk_restart_node zk_session_alive wait_waiting);
+  zk_restart_node zk_session_alive wait_waiting zk_wait_idle);
 
 my $T0 = time;
 
@@ -150,17 +150,24 @@ $_->quit foreach ($h, $x1, $x2, $h3, $w3, @w);
 # ===========================================================================
 note '(1b) the worker paused for most of its session timeout keeps its session';
 # ===========================================================================
-# 14 s of a 20 s session: longer than the two thirds after which the client
-# drops a silent connection (and closes the socket it just reported), shorter
-# than the session timeout counted from the worker's last probe (every
-# quarter timeout).  The worker must reconnect, not fail.
+# The worker stays paused until ZooKeeper has heard nothing from it for two
+# thirds of its 20 s session timeout and half a second more, as the server
+# counts (whenever the worker's last probe was): longer than the two thirds
+# after which the client drops a silent connection (and closes the socket
+# it just reported), well short of the session timeout.  The worker must
+# reconnect, not fail.
 {
 	my $p = session($slow);
 	is($p->query_ok("SELECT zk_lock_acquire('p1')"), 't', 'a session holds p1');
 	my $st = poll_status($slow, sub { $_[0]{state} eq 'connected' });
 	signal_process($st->{worker_pid}, 'STOP');
-	Time::HiRes::sleep(14);    # the fault itself: a pause of this length
+	my $idle = zk_wait_idle($zk, 1, $st->{session_id}, 20000 * 2 / 3 + 500,
+		timeout => 30);
 	signal_process($st->{worker_pid}, 'CONT');
+	ok(defined $idle,
+		'ZooKeeper hears nothing from the paused worker for two thirds of its session timeout');
+	cmp_ok($idle // 20000, '<', 20000, 'the pause ends within the session timeout');
+	note "the worker resumed after ${\ ($idle // '?') } ms of silence";
 	my $st2 = poll_status($slow,
 		sub { $_[0]{state} eq 'connected' && $_[0]{reconnects} > $st->{reconnects} });
 	ok($st2, 'the worker reconnects after the pause');
@@ -256,6 +263,79 @@ $_->quit foreach ($ha, $wa, $n);
 note '(3) the worker paused (SIGSTOP) past the session timeout';
 # ===========================================================================
 
+# Never two holders that both believe they hold a lock: a holder on fa
+# watches its own zk_lock_held every 2 ms (held_until_false: the clock at
+# the start of the last call that said true, and of the first that said
+# false), a waiter on fb reads the clock once its acquire has returned
+# (acquire_clocked), and the grant must come after the last true.  (One
+# clock: both instances run on this machine.  A grant less than a call's
+# length after the last true would slip through; a holder that keeps
+# believing for longer does not.)
+$fa->safe_psql('postgres', <<'SQL');
+CREATE FUNCTION held_until_false(lock text, timeout_s float8) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	t0 timestamptz := clock_timestamp();
+	t timestamptz;
+	last_true timestamptz;
+BEGIN
+	LOOP
+		t := clock_timestamp();
+		IF NOT zk_lock_held(lock) THEN
+			RETURN coalesce(extract(epoch FROM last_true)::text, '-') || ' '
+			  || extract(epoch FROM t);
+		END IF;
+		last_true := t;
+		IF t > t0 + make_interval(secs => timeout_s) THEN
+			RAISE EXCEPTION 'zk_lock_held(%) still true after % s', lock, timeout_s;
+		END IF;
+		PERFORM pg_sleep(0.002);
+	END LOOP;
+END $$;
+SQL
+
+sub acquire_clocked
+{
+	my ($lock) = @_;
+	return "SELECT g, extract(epoch FROM clock_timestamp()) "
+	  . "FROM (SELECT zk_lock_acquire('$lock') AS g OFFSET 0) s";
+}
+
+# Start held_until_false in session $s of $node and wait until it has seen
+# the lock held once (it sleeps only after a true).
+sub watch_held
+{
+	my ($node, $s, $lock) = @_;
+	$s->send("SELECT held_until_false('$lock', 10)");
+	ok( $node->poll_query_until('postgres',
+			"SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = "
+			  . $s->pid),
+		"the holder of $lock watches zk_lock_held");
+	return;
+}
+
+# What held_until_false said: (last true, first false) as epoch seconds,
+# each undef when missing.
+sub held_watch_result
+{
+	my ($s) = @_;
+	my ($out, $err) = $s->result(timeout => 30);
+	my ($last_true, $first_false) = ($out // '') =~ /^(\S+) (\S+)$/;
+	diag "held_until_false: \"" . ($out // '') . "\", \"$err\""
+	  unless defined $first_false;
+	$last_true = undef if defined $last_true && $last_true eq '-';
+	return ($last_true, $first_false);
+}
+
+# The result of acquire_clocked: (granted, the clock then).
+sub clocked_result
+{
+	my ($s) = @_;
+	my ($out, $err) = $s->result(timeout => 30);
+	diag "acquire: \"" . ($out // '') . "\", \"$err\"" if ($err // '') ne '';
+	return split /\|/, $out // '';
+}
+
 my $h1 = session($fa);
 is($h1->query_ok("SELECT zk_lock_acquire('p1')"), 't', 'fa holds p1');
 my $x3 = session($fa);
@@ -268,7 +348,7 @@ my $wa3 = session($fa);
 $wa3->send("SELECT zk_lock_acquire('p3')");
 wait_waiting($fa, $wa3, $zk, '/zklock/p3', 2);
 my $wb = session($fb);
-$wb->send("SELECT zk_lock_acquire('p1')");
+$wb->send(acquire_clocked('p1'));
 wait_waiting($fb, $wb, $zk, '/zklock/p1', 2);
 my $wb2 = session($fb);
 $wb2->send("SELECT zk_lock_acquire('p2')");
@@ -276,6 +356,7 @@ wait_waiting($fb, $wb2, $zk, '/zklock/p2', 2);
 
 $sfa = poll_status($fa, sub { $_[0]{state} eq 'connected' });
 my $wpid = $sfa->{worker_pid};
+watch_held($fa, $h1, 'p1');
 signal_process($wpid, 'STOP');
 my $t_pause = time;
 note "fa's worker $wpid stopped; session $sfa->{session_id}";
@@ -284,19 +365,18 @@ note "fa's worker $wpid stopped; session $sfa->{session_id}";
 # of fa is next in ZooKeeper, but its worker cannot act on it
 is($hb3->query_ok("SELECT zk_lock_release('p3')"), 't', 'fb releases p3');
 
-ok(poll_session($h1, "SELECT zk_lock_held('p1')", 'f', timeout => 10),
-	'holder on fa: zk_lock_held turns false during the pause');
-my $t_false = time - $t_pause;
-ok(!$wb->done, 'at that moment fb has not been granted p1');
+my ($last_true, $first_false) = held_watch_result($h1);
+ok(defined $first_false, 'holder on fa: zk_lock_held turns false during the pause');
+my $t_false = ($first_false // $t_pause + 99) - $t_pause;
 cmp_ok($t_false, '<', 3.0,
 	'held is false within about half the session timeout (2 s)');
 
-($out, $err) = $wb->result(timeout => 30);
-my $t_grant = time - $t_pause;
-is($out, 't', 'fb is granted p1 once ZooKeeper expired fa\'s session');
-cmp_ok($t_grant, '>', $t_false, 'fb got p1 only after fa stopped vouching for it');
+my ($granted, $t_granted) = clocked_result($wb);
+is($granted, 't', 'fb is granted p1 once ZooKeeper expired fa\'s session');
+cmp_ok($t_granted // 0, '>', $last_true // 9e9,
+	'fb got p1 only after fa\'s holder was last told it held p1');
 note sprintf('held false after %.2f s, fb granted after %.2f s of pause',
-	$t_false, $t_grant);
+	$t_false, ($t_granted // 0) - $t_pause);
 is($h1->query_ok("SELECT zk_lock_held('p1')"), 'f',
 	'the paused instance\'s holder still says not held');
 is($h1->query_ok("SELECT zk_lock_token('p1')"), '',
@@ -413,22 +493,26 @@ my $w5 = session($fa);
 $w5->send("SELECT zk_lock_acquire('w1')");
 ZkLockTest::wait_for_extension_wait($fa, $w5->pid);    # behind h5, in fa
 my $wb5 = session($fb);
-$wb5->send("SELECT zk_lock_acquire('w1')");
+$wb5->send(acquire_clocked('w1'));
 wait_waiting($fb, $wb5, $zk, '/zklock/w1', 2);    # fa's node, fb's
 
 $sfa = poll_status($fa, sub { $_[0]{state} eq 'connected' });
 $wpid = $sfa->{worker_pid};
+watch_held($fa, $h5, 'w1');
 my $t_term = time;
 kill 'TERM', $wpid;
 ok(wait_process_state($wpid, sub { !defined $_[0] || $_[0] eq 'Z' }, timeout => 10),
 	'the worker exits on SIGTERM');
-ok(poll_session($h5, "SELECT zk_lock_held('w1')", 'f', timeout => 10),
-	'the holder is told at once: zk_lock_held false');
-($out, $err) = $wb5->result(timeout => 30);
-is($out, 't', 'fb is granted w1: the closed session took fa\'s nodes along');
-my $t_wb5 = time - $t_term;
+my ($last_true5, $first_false5) = held_watch_result($h5);
+ok(defined $first_false5, 'the holder is told: zk_lock_held false');
+my ($granted5, $t_granted5) = clocked_result($wb5);
+is($granted5, 't', 'fb is granted w1: the closed session took fa\'s nodes along');
+my $t_wb5 = ($t_granted5 // $t_term + 99) - $t_term;
 cmp_ok($t_wb5, '<', 4, 'at once, not after a session timeout');
-note sprintf('fb granted %.2f s after the SIGTERM', $t_wb5);
+cmp_ok($t_granted5 // 0, '>', $last_true5 // 9e9,
+	'fb got w1 only after fa\'s holder was last told it held w1');
+note sprintf('held false %.3f s, fb granted %.3f s after the SIGTERM',
+	($first_false5 // $t_term + 99) - $t_term, $t_wb5);
 
 my $sfa5 = poll_status($fa,
 	sub { $_[0]{worker_pid} ne '' && $_[0]{worker_pid} != $wpid && $_[0]{state} eq 'connected' },
@@ -470,15 +554,23 @@ $_->quit foreach ($h5, $x5, $w5, $wb5);
 note '(7) churn while ZooKeeper goes away and comes back';
 # ===========================================================================
 
+# Each cycle's critical section runs from just after the acquire returned
+# to just before a zk_lock_held that still says true (a holder that lost
+# its lock meanwhile records nothing); the sections recorded, by both
+# instances, must not overlap on any lock.
 my $churn_sql = <<'SQL';
 CREATE TABLE churn_ctl (stop boolean NOT NULL);
 INSERT INTO churn_ctl VALUES (false);
 CREATE SEQUENCE churn_ok;
 CREATE SEQUENCE churn_bad;
+CREATE TABLE churn_cs (lock text NOT NULL, t0 timestamptz NOT NULL,
+	t1 timestamptz NOT NULL);
 CREATE FUNCTION churn(names integer) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
 	n text;
 	got boolean;
+	t0 timestamptz;
+	t1 timestamptz;
 	ok integer := 0;
 	tmo integer := 0;
 	err integer := 0;
@@ -497,7 +589,15 @@ BEGIN
 		IF NOT got THEN
 			tmo := tmo + 1;
 			PERFORM nextval('churn_bad');
-		ELSIF zk_lock_release(n) THEN
+			CONTINUE;
+		END IF;
+		t0 := clock_timestamp();
+		PERFORM pg_sleep(random() * 0.01);
+		t1 := clock_timestamp();
+		IF zk_lock_held(n) THEN
+			INSERT INTO churn_cs VALUES (n, t0, t1);
+		END IF;
+		IF zk_lock_release(n) THEN
 			ok := ok + 1;
 			PERFORM nextval('churn_ok');
 		ELSE
@@ -596,6 +696,39 @@ foreach my $nd ($fa, $fb)
 	ok( $nd->poll_query_until('postgres', 'SELECT count(*) = 0 FROM zk_locks'),
 		$nd->name . ': zk_locks is empty once the sessions have ended');
 }
+
+# never two holders: the critical sections of each lock, of both
+# instances, one after another
+my %sections;
+my %count;
+foreach my $nd ($fa, $fb)
+{
+	foreach my $row (split /\n/,
+		$nd->safe_psql('postgres',
+			'SELECT lock, extract(epoch FROM t0), extract(epoch FROM t1) FROM churn_cs'))
+	{
+		my ($lock, $t0, $t1) = split /\|/, $row;
+		push @{ $sections{$lock} }, [ $t0, $t1, $nd->name ];
+		$count{ $nd->name }++;
+	}
+}
+cmp_ok($count{ $_->name } // 0, '>', 0, $_->name . ': critical sections recorded')
+  foreach ($fa, $fb);
+note 'critical sections: ' . join(', ', map { "$_ " . ($count{$_} // 0) } sort keys %count);
+my @overlaps;
+foreach my $lock (sort keys %sections)
+{
+	my @cs = sort { $a->[0] <=> $b->[0] } @{ $sections{$lock} };
+	my $last = shift @cs;
+	foreach my $c (@cs)
+	{
+		push @overlaps, "$lock: $last->[2] [$last->[0], $last->[1]] and $c->[2] [$c->[0], $c->[1]]"
+		  if $c->[0] <= $last->[1];
+		$last = $c if $c->[1] > $last->[1];
+	}
+}
+is(scalar @overlaps, 0, 'no two critical sections on one lock overlap')
+  or diag join("\n", @overlaps[ 0 .. ($#overlaps < 9 ? $#overlaps : 9) ]);
 my @orphans;
 ok(poll_until(sub { @orphans = zk_lock_nodes($zk, '/zklock'); !@orphans }, timeout => 30),
 	'no orphan node left in ZooKeeper')

@@ -3,8 +3,12 @@
 #    waiters from two instances are queued: the sessions survive the
 #    failover, holders keep their locks (held true again within the session
 #    timeout, same fencing token), waiters keep their places and are granted
-#    in order.  Then the new leader is killed while a release is in flight:
-#    the release is carried out after the failover.
+#    in the order promised (README, Local hand-off): the waiters of one
+#    instance in their arrival order, the nodes of the instances in the
+#    order of their ZooKeeper sequence numbers (each node's grants one after
+#    another), fencing tokens increasing in grant order.  Then the new
+#    leader is killed while a release is in flight: the release is carried
+#    out after the failover.
 
 use strict;
 use warnings;
@@ -45,6 +49,20 @@ note 'the leader is killed while a lock is held and waiters are queued';
 my $h = session($na);
 is($h->query_ok("SELECT zk_lock_acquire('e1')"), 't', 'ens_a holds e1');
 my $token = $h->query_ok("SELECT zk_lock_token('e1')");
+
+# The grant just made to session $s as $who: its fencing token and the
+# sequence number of the node it was granted on (the instance's node).
+sub grant_of
+{
+	my ($s, $who) = @_;
+	my ($tok, $znode) = split /\|/,
+	  $s->query_ok("SELECT zk_lock_token('e1'), "
+		  . "(SELECT znode FROM zk_locks WHERE pid = pg_backend_pid() AND name = 'e1')"),
+	  -1;
+	my ($seq) = $znode =~ /-(\d{10})$/;
+	return { who => $who, token => $tok, znode => $znode, seq => $seq // -1 };
+}
+my @grants = (grant_of($h, 'holder'));
 
 # waiters alternate between the instances: b, a, b (with local hand-off,
 # the default, each instance has one node: a's waiter queues behind the
@@ -104,6 +122,7 @@ while (@to_grant)
 	last unless defined $i;
 	my ($out, $err) = $w[$i]->result;
 	is($out, 't', "waiter $i is granted");
+	push @grants, grant_of($w[$i], "waiter $i");
 	@to_grant = grep { $_ != $i } @to_grant;
 	ok(!grep({ $w[$_]->done } @to_grant), "the others still wait while waiter $i holds e1")
 	  if @to_grant;
@@ -111,6 +130,35 @@ while (@to_grant)
 	is($w[$i]->query_ok("SELECT zk_lock_release('e1')"), 't', "waiter $i releases");
 }
 is_deeply([ children_become($zk, '/zklock/e1', []) ], [], 'no node left under e1');
+
+# the order: grants, and the nodes they were made on, as they happened
+note 'grants: '
+  . join(', ', map { "$_->{who} (token $_->{token}, node $_->{seq})" } @grants);
+my %arrival = (ens_a => [ 'holder', 'waiter 1' ], ens_b => [ 'waiter 0', 'waiter 2' ]);
+my %instance_of = (holder => 'ens_a', map { ("waiter $_" => $w_nodes[$_]->name) } 0 .. 2);
+foreach my $inst (sort keys %arrival)
+{
+	is_deeply([ grep { $instance_of{$_} eq $inst } map { $_->{who} } @grants ],
+		$arrival{$inst}, "$inst: its waiters are granted in their arrival order");
+}
+for my $k (1 .. $#grants)
+{
+	my ($prev, $g) = @grants[ $k - 1, $k ];
+	cmp_ok($g->{token}, '>', $prev->{token},
+		"$g->{who}: fencing token larger than that of $prev->{who} before it");
+	cmp_ok($g->{seq}, '>=', $prev->{seq},
+		"$g->{who}: granted on a node no earlier in ZooKeeper's sequence than $prev->{who}");
+	if ($g->{znode} eq $prev->{znode})
+	{
+		# czxid * 1024 + the grants made on the node before
+		is($g->{token}, $prev->{token} + 1,
+			"$g->{who}: the next grant on the node of $prev->{who}, counted in its token");
+	}
+	else
+	{
+		is($g->{token} % 1024, 0, "$g->{who}: the first grant on a new node");
+	}
+}
 
 # ===========================================================================
 note 'the new leader is killed while a release is in flight';

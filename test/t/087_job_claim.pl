@@ -102,8 +102,13 @@ is($sa->query_ok('SELECT count(*) FROM work'), '0', 'the work was rolled back');
 zk_restart_node($zk, 1);
 ok(poll_session($sb, claim_sql('report', $S3), 't', timeout => 60),
 	'after ZooKeeper is back the slot is open: b claims it');
-ok(poll_session($sa, claim_sql('report', $S3), 'f', timeout => 30),
-	'and a sees it taken');
+# a's first claim once its worker is back must say taken: a true here,
+# even if a later call said false, would be a second claim of the slot
+ok(poll_status($pa, sub { $_[0]{state} eq 'connected' }, timeout => 30),
+	'a\'s worker is connected again');
+($out, $err) = $sa->query(claim_sql('report', $S3));
+is($out, 'f', 'a sees the slot taken: its first claim after the outage returns false');
+is($err, '', 'without an error');
 
 # ---------------------------------------------------------------------------
 note 'ZooKeeper paused during COMMIT: the multi-op\'s answer is lost';

@@ -1,23 +1,34 @@
 # 090_soak.pl
-#    10,000 acquire/release cycles from 20 backends (pgbench, 5 lock names,
-#    so that most acquisitions queue): nothing may accumulate.  Measured
-#    before and after, once everything has settled: the znodes under
-#    /zklock, ZooKeeper's watch count (wchs) and the worker's resident
-#    memory (VmRSS).  Bounds:
+#    10,000 acquire/release cycles from 20 sessions (5 lock names, so that
+#    most acquisitions queue), each cycle two statements as an application
+#    sends them: nothing may accumulate.  Measured after a 1,000-cycle
+#    warm-up (which takes the measurements once too, so that what their
+#    queries load is loaded) and again after the 10,000 cycles, once
+#    everything has settled: the znodes under /zklock, ZooKeeper's watch
+#    count (wchs), the private memory (RssAnon) of the worker and of the 20
+#    backends, which stay connected throughout, and the memory the
+#    backends' contexts hold.
+#    Bounds:
 #      - znodes: no ephemeral node left; at most the 5 parents (containers
 #        the server may have reaped meanwhile), never more than before;
 #      - watches: no more than before (every watch of a waiter fires when its
 #        predecessor goes);
-#      - worker VmRSS: grows by at most 1 MB over the 10,000 cycles, after a
-#        1,000-cycle warm-up (a leak of 100 bytes per cycle would exceed it;
-#        a typical run grows by well under 100 kB).
+#      - memory: no leak.  After the warm-up a cycle leaves nothing behind,
+#        so memory may differ from the warm-up's figures by a small amount
+#        that does not depend on the number of cycles (a page or two of a
+#        heap settling), not by anything that grows with them: the worker's
+#        RssAnon by at most 64 kB (6.5 bytes per cycle: a leak of even the
+#        smallest malloc chunk, 32 bytes, per cycle is five times that),
+#        each backend's by at most 32 kB (500 cycles each: 64 bytes per
+#        cycle), the used bytes of each backend's memory contexts by at most
+#        1 kB (2 bytes per cycle).  A typical run: the worker and each
+#        backend grow by 0 to 8 kB, the contexts' used bytes not at all.
 #    Also: every cycle succeeds, the worker's counters add up, and no entry
 #    of shared memory stays in use.
 
 use strict;
 use warnings;
 
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -30,43 +41,56 @@ use ZkFault qw(zk_status_of poll_status zk_tree zk_watch_count rss_kb);
 my $T0 = time;
 my $NAMES = 5;
 my $CLIENTS = 20;
+my $WARMUP = 1_000;
 my $CYCLES = 10_000;
-my $RSS_BOUND_KB = 1024;
+my $WORKER_BOUND_KB = 64;
+my $BACKEND_BOUND_KB = 32;
+my $CONTEXT_BOUND_BYTES = 1024;
 
 my $zk = ZkLockTest::zk_start();
 my $node = ZkLockTest::pg_node('soak', $zk,
 	'max_connections' => '50',
 	'log_statement' => 'none');
 
-my $script = $node->basedir . '/soak.sql';
-PostgreSQL::Test::Utils::append_to_file($script, <<"SQL");
-\\set k random(0, @{[ $NAMES - 1 ]})
-SELECT zk_lock_acquire('soak' || :k);
-SELECT zk_lock_release('soak' || :k);
-SQL
+my @clients = map { ZkLockTest::Session->new($node) } 1 .. $CLIENTS;
 
-# Run pgbench: $CLIENTS clients, $per transactions each; returns its output.
-sub pgbench
+# $total cycles, spread over the clients: each client sends its share as
+# one script of separate statements (one transaction each) and the test
+# waits for all of them.
+sub cycles
 {
-	my ($per) = @_;
-	my ($out, $err) = ('', '');
+	my ($total) = @_;
+	my $per = $total / $CLIENTS;
 	my $t = time;
-	my $ok = IPC::Run::run(
-		[
-			$node->installed_command('pgbench'), '-n', '-c', $CLIENTS,
-			'-j', 2, '-t', $per, '-f', $script,
-			'-h', $node->host, '-p', $node->port, 'postgres'
-		],
-		'<', \undef, '>', \$out, '2>', \$err,
-		IPC::Run::timeout(150));
-	my $total = $CLIENTS * $per;
-	ok($ok, "pgbench ran $total cycles") or diag "pgbench: $err";
-	like($out, qr/number of transactions actually processed: $total\/$total/,
-		"all $total cycles completed");
-	unlike($out, qr/number of failed transactions: [1-9]/, 'none failed');
-	my ($tps) = $out =~ /tps = ([\d.]+)/;
-	note sprintf('%d cycles in %.1f s (%s cycles/s)', $total, time - $t, $tps // '?');
-	return $out;
+	foreach my $c (@clients)
+	{
+		my $script = '';
+		foreach (1 .. $per)
+		{
+			my $k = int(rand($NAMES));
+			$script .= "SELECT zk_lock_acquire('soak$k');\n"
+			  . "SELECT zk_lock_release('soak$k');\n";
+		}
+		$c->send($script);
+	}
+	ok(poll_until(sub { !grep { !$_->done } @clients }, interval => 0.05, timeout => 150),
+		"$total cycles end");
+	my ($ok, $bad) = (0, 0);
+	foreach my $c (@clients)
+	{
+		my ($out, $err) = $c->result;
+		my @t = grep { $_ eq 't' } split /\n/, ($out // '');
+		$ok += @t / 2;
+		$bad++ if @t != 2 * $per || $err ne '';
+		diag "client " . $c->pid . ": " . scalar(@t) . " of " . 2 * $per
+		  . " statements returned true; errors: $err"
+		  if @t != 2 * $per || $err ne '';
+	}
+	is($ok, $total, "all $total cycles acquired and released");
+	is($bad, 0, 'no client saw an error');
+	note sprintf('%d cycles in %.1f s (%.0f cycles/s)',
+		$total, time - $t, $total / ((time - $t) || 1));
+	return;
 }
 
 # Wait until nothing is held, waited for or being released, and ZooKeeper
@@ -98,26 +122,39 @@ sub settled_figures
 	my %f = (
 		znodes => scalar(@tree),
 		watches => $watches,
-		rss => rss_kb($st->{worker_pid}),
+		worker => rss_kb($st->{worker_pid}, 'RssAnon'),
 		worker_pid => $st->{worker_pid},
 		requests => $st->{requests},
 		grants => $st->{grants},
 		timeouts => $st->{timeouts},
 		session_id => $st->{session_id});
-	note sprintf('%s: %d znodes under /zklock, %d watches, worker VmRSS %d kB, '
-		  . 'requests %d, grants %d', $what, @f{qw(znodes watches rss requests grants)});
+	foreach my $c (@clients)
+	{
+		$f{context}{ $c->pid } =
+		  $c->query_ok('SELECT sum(used_bytes) FROM pg_backend_memory_contexts');
+		$f{backend}{ $c->pid } = rss_kb($c->pid, 'RssAnon');
+	}
+	my ($sum_backends, $sum_contexts) = (0, 0);
+	$sum_backends += $_ foreach values %{ $f{backend} };
+	$sum_contexts += $_ foreach values %{ $f{context} };
+	note sprintf('%s: %d znodes under /zklock, %d watches, worker RssAnon %d kB, '
+		  . 'backends RssAnon %d kB and contexts %d bytes in all, requests %d, grants %d',
+		$what, @f{qw(znodes watches worker)}, $sum_backends, $sum_contexts,
+		@f{qw(requests grants)});
 	return \%f;
 }
 
 poll_status($node, sub { $_[0]{state} eq 'connected' });
 
-# warm-up: let the worker, the client library and the server reach their
-# steady state
-pgbench(50);
-my $before = settled_figures('before');
+# warm-up: let the worker, the backends, the client library and the server
+# reach their steady state, the measurement included
+cycles($WARMUP / 2);
+settled_figures('during the warm-up');
+cycles($WARMUP / 2);
+my $before = settled_figures('after the warm-up');
 
-pgbench($CYCLES / $CLIENTS);
-my $after = settled_figures('after', $before->{watches});
+cycles($CYCLES);
+my $after = settled_figures("after $CYCLES more cycles", $before->{watches});
 
 is($after->{worker_pid}, $before->{worker_pid}, 'the same worker throughout');
 is($after->{session_id}, $before->{session_id}, 'the same ZooKeeper session throughout');
@@ -130,16 +167,30 @@ is($after->{timeouts}, $before->{timeouts}, 'no timeouts');
 # bound is the number of names, not the earlier count)
 cmp_ok($after->{znodes}, '<=', $NAMES, 'znodes under /zklock: at most the parents of the names');
 cmp_ok($after->{watches}, '<=', $before->{watches}, 'watches: no more than before');
-my $growth = $after->{rss} - $before->{rss};
-cmp_ok($growth, '<=', $RSS_BOUND_KB,
-	"worker VmRSS grows by at most $RSS_BOUND_KB kB over $CYCLES cycles");
-note "worker VmRSS: $before->{rss} kB -> $after->{rss} kB ($growth kB)";
+
+my $growth = $after->{worker} - $before->{worker};
+note "worker RssAnon: $before->{worker} kB -> $after->{worker} kB ($growth kB)";
+cmp_ok($growth, '<=', $WORKER_BOUND_KB,
+	"worker: private memory grows by at most $WORKER_BOUND_KB kB over $CYCLES cycles");
+my @rss = sort { $a <=> $b }
+  map { $after->{backend}{ $_->pid } - $before->{backend}{ $_->pid } } @clients;
+my @ctx = sort { $a <=> $b }
+  map { $after->{context}{ $_->pid } - $before->{context}{ $_->pid } } @clients;
+my ($worst_rss, $worst_ctx) = ($rss[-1], $ctx[-1]);
+note "backends: RssAnon grew by $rss[0] to $worst_rss kB, "
+  . "their contexts' used bytes by $ctx[0] to $worst_ctx";
+cmp_ok($worst_rss, '<=', $BACKEND_BOUND_KB,
+	"backends: private memory grows by at most $BACKEND_BOUND_KB kB each over "
+	  . $CYCLES / $CLIENTS . ' cycles each');
+cmp_ok($worst_ctx, '<=', $CONTEXT_BOUND_BYTES,
+	"backends: their memory contexts hold at most $CONTEXT_BOUND_BYTES bytes more each");
 
 # the pool of entries is whole again: every backend can take a lock at once
 is( $node->safe_psql('postgres',
 		"SELECT count(*) FILTER (WHERE zk_lock_try('soak' || i)) FROM generate_series(0, $NAMES - 1) i"),
 	$NAMES,
 	'every lock is free afterwards');
+$_->quit foreach @clients;
 ok(!$node->log_contains('could not delete node'), 'no failed deletes');
 note sprintf('090_soak took %.0f s', time - $T0);
 
