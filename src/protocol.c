@@ -284,8 +284,9 @@ zk_give_up(int id, uint32 generation)
  * ZooKeeper leader within the last half of the session timeout (see
  * session.c): a paused, hung or cut-off worker stops vouching for its
  * nodes long before ZooKeeper could expire them and grant them to someone
- * else, and a node of any earlier session never counts.  Caller holds the
- * lock.
+ * else, and a node of any earlier session never counts.  The half timeout
+ * is measured on the monotonic clock, as the worker measured confirmed_at:
+ * a wall clock stepped back cannot stretch it.  Caller holds the lock.
  */
 static bool
 zk_trusted_locked(int64 session_id)
@@ -293,9 +294,9 @@ zk_trusted_locked(int64 session_id)
 	return session_id != 0 &&
 		session_id == zk_shared->session_id &&
 		zk_shared->session_timeout > 0 &&
-		!TimestampDifferenceExceeds(zk_shared->confirmed_at,
-									GetCurrentTimestamp(),
-									zk_shared->session_timeout / 2);
+		zk_shared->confirmed_at != 0 &&
+		zk_mono_now() - zk_shared->confirmed_at <
+		(int64) (zk_shared->session_timeout / 2) * 1000;
 }
 
 bool
@@ -1125,9 +1126,12 @@ zk_set_session_state(ZkSessionState state, int64 session_id, int timeout,
 	LWLockRelease(zk_shared->lock);
 }
 
-/* Publish that the session was confirmed alive at "at" (see session.c). */
+/*
+ * Publish that the session was confirmed alive at "at", a reading of the
+ * monotonic clock (see session.c).
+ */
 void
-zk_set_confirmed(int64 session_id, TimestampTz at)
+zk_set_confirmed(int64 session_id, ZkMono at)
 {
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	if (session_id == zk_shared->session_id && at > zk_shared->confirmed_at)

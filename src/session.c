@@ -20,11 +20,13 @@
  *
  * How long holdings can be trusted: every quarter of the session timeout we
  * send a sync (a probe) and, when its reply comes, publish the time the
- * probe was *sent* as "confirmed_at".  A sync is answered only once the
- * ZooKeeper leader has processed it, after every proposal it had
- * outstanding (a closeSession included) and in order with them on the way
- * back: a follower cut off from the leader, which still serves reads for
- * up to syncLimit x tickTime, cannot answer it.  So the reply proves that
+ * probe was *sent* as "confirmed_at", read from the monotonic clock
+ * (ZkMono, protocol.h) like every duration here: a wall clock stepped back
+ * while we are cut off must not stretch the trust.  A sync is answered
+ * only once the ZooKeeper leader has processed it, after every proposal it
+ * had outstanding (a closeSession included) and in order with them on the
+ * way back: a follower cut off from the leader, which still serves reads
+ * for up to syncLimit x tickTime, cannot answer it.  So the reply proves that
  * the quorum still had the session after the probe was sent, and it cannot
  * expire before confirmed_at + timeout.  Backends trust a holding only
  * while confirmed_at is younger than half the timeout and the holding
@@ -94,21 +96,21 @@ zhandle_t  *zk_zh = NULL;
 static bool connected = false;
 static bool ending_old = false; /* zk_zh resumes a dead worker's session */
 static bool end_old_now = false;
-static TimestampTz end_old_deadline = 0;
+static ZkMono end_old_deadline = 0;
 static int64 session_id = 0;
 static char *session_hosts = NULL;	/* zklock.hosts the session uses */
 static char *session_auth_file = NULL;	/* zklock.auth_file of the session */
 static char *session_auth = NULL;	/* the credentials read from it, or "" */
 static bool authenticated = false;	/* session_auth was sent */
 static bool auth_blocked = false;	/* the file is unusable: try it later */
-static TimestampTz confirmed_at = 0;
-static TimestampTz next_probe_at = 0;
+static ZkMono confirmed_at = 0;
+static ZkMono next_probe_at = 0;
 /* why the session is lost, a sentence; set by the watcher, acted on later */
 static const char *lost_reason = NULL;
-static TimestampTz reopen_at = 0;	/* retry a failed zookeeper_init then */
+static ZkMono reopen_at = 0;	/* retry a failed zookeeper_init then */
 static bool auth_failed = false;
 static int	pending_fd = -1;		/* socket of a connection being set up */
-static TimestampTz pending_since = 0;
+static ZkMono pending_since = 0;
 static volatile int observed_state = 0;	/* set by the watcher */
 static volatile bool state_changed = false;
 static int	events = 0;			/* ZK_EVENT_* since the last wait returned */
@@ -220,7 +222,7 @@ remove_session_file(void)
 /* ---- events ---- */
 
 static void
-publish_confirmed(TimestampTz t)
+publish_confirmed(ZkMono t)
 {
 	if (t > confirmed_at)
 	{
@@ -237,7 +239,7 @@ static void
 probe_done(int rc, const char *value, const void *data)
 {
 	if (rc == ZOK)
-		publish_confirmed((TimestampTz) (uintptr_t) data);
+		publish_confirmed((ZkMono) (uintptr_t) data);
 }
 
 /*
@@ -303,7 +305,7 @@ session_changed(void)
 			zk_set_session_state(ZKS_CONNECTED, session_id,
 								 zoo_recv_timeout(zk_zh),
 								 zoo_get_current_server(zk_zh));
-			publish_confirmed(GetCurrentTimestamp());
+			publish_confirmed(zk_mono_now());
 		}
 		else
 		{
@@ -555,8 +557,7 @@ open_handle(const clientid_t *cid)
 					 errhint("Fix the file; zklock reads it again every %d seconds and on reload.",
 							 AUTH_RETRY_MS / 1000)));
 			auth_blocked = true;
-			reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													AUTH_RETRY_MS);
+			reopen_at = ZkMonoPlusMs(zk_mono_now(), AUTH_RETRY_MS);
 			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 			return;
 		}
@@ -579,7 +580,7 @@ open_handle(const clientid_t *cid)
 				 errmsg("zklock could not start a ZooKeeper session for \"%s\": %m",
 						session_hosts),
 				 errhint("Check zklock.hosts.")));
-		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		reopen_at = ZkMonoPlusMs(zk_mono_now(), 1000);
 		return;
 	}
 	zoo_set_log_callback(zk_zh, client_log);
@@ -606,8 +607,7 @@ zk_session_start(void)
 						(unsigned long long) cid.client_id)));
 		ending_old = true;
 		end_old_now = false;
-		end_old_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   zklock_connect_timeout);
+		end_old_deadline = ZkMonoPlusMs(zk_mono_now(), zklock_connect_timeout);
 		open_handle(&cid);
 		if (zk_zh != NULL)
 			return;
@@ -674,7 +674,7 @@ session_restart(const char *why)
 	{
 		/* retried only after a pause: the credentials will not improve */
 		auth_failed = false;
-		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+		reopen_at = ZkMonoPlusMs(zk_mono_now(), 5000);
 		return;
 	}
 	open_handle(NULL);
@@ -749,7 +749,7 @@ zk_session_reload(const char **why)
 static void
 kick_stuck_handshake(int fd)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	ZkMono		now = zk_mono_now();
 	int			limit = Max(1000, zklock_session_timeout / 10);
 
 	if (fd < 0 || connected)
@@ -762,7 +762,7 @@ kick_stuck_handshake(int fd)
 		pending_fd = fd;
 		pending_since = now;
 	}
-	else if (TimestampDifferenceExceeds(pending_since, now, limit))
+	else if (now - pending_since >= (int64) limit * 1000)
 	{
 		ereport(LOG,
 				(errmsg("zklock got no answer to its session handshake from ZooKeeper within %d ms",
@@ -877,6 +877,11 @@ zk_session_cork(bool on)
  * with the events (ZK_EVENT_*) that the engine must hear of, in the order
  * LOST before CONNECTED; *why says why a session was lost.  The caller
  * handles its latch.
+ *
+ * Every duration here is measured on the monotonic clock (ZkMono): the
+ * probes' times, from which backends judge how far to trust the session,
+ * and the worker's own rule that a session not confirmed for a whole
+ * timeout is lost.
  */
 int
 zk_session_wait(long timeout_ms, const char **why)
@@ -890,7 +895,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	int			nev;
 	int			rc;
 	int			io = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	ZkMono		now = zk_mono_now();
 
 	if (zk_zh == NULL && now >= reopen_at)
 		open_handle(NULL);
@@ -911,8 +916,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	{
 		if (zoo_async(zk_zh, "/", probe_done,
 					  (const void *) (uintptr_t) now) == ZOK)
-			next_probe_at = TimestampTzPlusMilliseconds(now,
-														zoo_recv_timeout(zk_zh) / 4);
+			next_probe_at = ZkMonoPlusMs(now, zoo_recv_timeout(zk_zh) / 4);
 	}
 
 	if (zk_zh)
@@ -1001,8 +1005,8 @@ zk_session_wait(long timeout_ms, const char **why)
 	if (lost_reason)
 		session_restart(lost_reason);
 	else if (zk_zh && session_id != 0 && !ending_old &&
-			 TimestampDifferenceExceeds(confirmed_at, GetCurrentTimestamp(),
-										zoo_recv_timeout(zk_zh)))
+			 zk_mono_now() - confirmed_at >=
+			 (int64) zoo_recv_timeout(zk_zh) * 1000)
 		session_restart("ZooKeeper did not confirm the session within its timeout.");
 	return take_events(why);
 }

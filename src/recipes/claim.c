@@ -81,15 +81,15 @@ typedef struct ReopenItem
 {
 	char	   *path;
 	char		nonce[NONCE_LEN + 1];
-	TimestampTz not_before;		/* not looked at before (0: at once) */
+	ZkMono		not_before;		/* not looked at before (0: at once) */
 	bool		deleting;		/* its delete is on its way */
 } ReopenItem;
 
 static ZkPart *claims_part;		/* the claims' own part */
 static HTAB *jobs;				/* names of the jobs claimed by us */
 static List *reopen = NIL;		/* of ReopenItem, in TopMemoryContext */
-static TimestampTz next_sweep = 0;
-static TimestampTz next_reopen = 0;
+static ZkMono next_sweep = 0;	/* monotonic, as every interval here */
+static ZkMono next_reopen = 0;
 
 /* ---- helpers ---- */
 
@@ -141,7 +141,7 @@ note_job(const char *name)
 }
 
 static void
-reopen_add(const char *path, const char *data, TimestampTz not_before)
+reopen_add(const char *path, const char *data, ZkMono not_before)
 {
 	ReopenItem *it;
 	MemoryContext old;
@@ -424,8 +424,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 	 * have committed without that answer.
 	 */
 	reopen_add(path, p->extra,
-			   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   2 * zklock_session_timeout + 1000));
+			   ZkMonoPlusMs(zk_mono_now(), 2 * zklock_session_timeout + 1000));
 	zk_call_finalize(p, T_CLAIM_FINAL, path, p->version, claim_data(p, "final"));
 }
 
@@ -520,7 +519,8 @@ sweep_interval_ms(void)
 static void
 own_step(ZkPart *p, const ZkResult *r)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	ZkMono		now = zk_mono_now();
+	TimestampTz wall = GetCurrentTimestamp();	/* for ages of claims */
 	char		path[ZK_PATH_MAX];
 
 	if (r == NULL)
@@ -536,7 +536,7 @@ own_step(ZkPart *p, const ZkResult *r)
 				if (now >= it->not_before)
 					zk_call_get(p, T_REOPEN_GET, it->path, false);
 			}
-			next_reopen = TimestampTzPlusMilliseconds(now, REOPEN_INTERVAL_MS);
+			next_reopen = ZkMonoPlusMs(now, REOPEN_INTERVAL_MS);
 		}
 		if (zklock_claim_retention > 0 && now >= next_sweep)
 		{
@@ -549,7 +549,7 @@ own_step(ZkPart *p, const ZkResult *r)
 				zk_path(path, sizeof(path), job, "/claims");
 				zk_call_list(p, T_SWEEP_LIST, path, false);
 			}
-			next_sweep = TimestampTzPlusMilliseconds(now, sweep_interval_ms());
+			next_sweep = ZkMonoPlusMs(now, sweep_interval_ms());
 		}
 		return;
 	}
@@ -615,7 +615,8 @@ own_step(ZkPart *p, const ZkResult *r)
 			}
 		case T_SWEEP_LIST:
 			{
-				TimestampTz cutoff = now - (int64) zklock_claim_retention * USECS_PER_SEC;
+				TimestampTz cutoff = wall -
+					(int64) zklock_claim_retention * USECS_PER_SEC;
 
 				for (int i = 0; r->rc == ZOK && i < r->nchildren; i++)
 				{
@@ -631,7 +632,7 @@ own_step(ZkPart *p, const ZkResult *r)
 		case T_SWEEP_STAT:
 			if (r->rc == ZOK && r->has_stat && r->stat.ephemeralOwner == 0 &&
 				zk_time(r->stat.ctime) <
-				now - (int64) zklock_claim_retention * USECS_PER_SEC)
+				wall - (int64) zklock_claim_retention * USECS_PER_SEC)
 				zk_call_delete(p, T_SWEEP_DEL, r->path, r->stat.version);
 			break;
 		case T_SWEEP_DEL:
@@ -680,11 +681,11 @@ claim_reload(void)
 static void
 claim_run(void)
 {
-	TimestampTz now;
+	ZkMono		now;
 
 	if (claims_part == NULL || !zk_connected() || claims_part->inflight > 0)
 		return;
-	now = GetCurrentTimestamp();
+	now = zk_mono_now();
 	if ((reopen != NIL && now >= next_reopen) ||
 		(zklock_claim_retention > 0 && now >= next_sweep &&
 		 hash_get_num_entries(jobs) > 0))
