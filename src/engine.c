@@ -2311,12 +2311,16 @@ zk_engine_pending(void)
 	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired);
 }
 
-/* How long the worker may sleep before the engine needs to run (ms). */
+/*
+ * How long the worker may sleep before the engine needs to run (ms).  The
+ * reconciler's round counts only while connected: it cannot run otherwise,
+ * and an overdue one must not make the worker spin through an outage.
+ */
 long
 zk_engine_timeout(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz next = next_reconcile;
+	TimestampTz next = zk_connected() ? next_reconcile : 0;
 	dlist_iter	it;
 
 	dlist_foreach(it, &parts)

@@ -18,6 +18,10 @@
  *				by our own clock (the client only learns of expiry once it
  *				reconnects); a new session is opened at once
  *
+ * While no server accepts a connection, rounds of attempts (each tries
+ * every host of zklock.hosts) are spaced out, up to a second apart, so that
+ * an outage does not keep the worker busy.
+ *
  * How long holdings can be trusted: every quarter of the session timeout we
  * send a sync (a probe) and, when its reply comes, publish the time the
  * probe was *sent* as "confirmed_at", read from the monotonic clock
@@ -85,6 +89,18 @@
 /* After the client gave up a connection, wait this long before the next (ms). */
 #define INTEREST_RETRY_MS	50
 
+/*
+ * When a round of connection attempts failed (the client tried every host
+ * of zklock.hosts and asks to wait before the next round), wait at least
+ * this long before the next round, doubling from round to round up to the
+ * maximum, back to the minimum once connected (ms).  A stopped ensemble
+ * then costs a round a second, and a server that is back is found within a
+ * second.  Within a round the client moves on to the next host at once, so
+ * an ensemble fails over without waiting.
+ */
+#define BACKOFF_MIN_MS		10
+#define BACKOFF_MAX_MS		1000
+
 /* While the credentials file cannot be used, read it again this often (ms). */
 #define AUTH_RETRY_MS		30000
 
@@ -109,6 +125,8 @@ static ZkMono next_probe_at = 0;
 static const char *lost_reason = NULL;
 static ZkMono reopen_at = 0;	/* retry a failed zookeeper_init then */
 static bool auth_failed = false;
+static int	backoff_ms = 0;			/* wait after the last failed round */
+static ZkMono retry_at = 0;			/* no connection attempt before then */
 static int	pending_fd = -1;		/* socket of a connection being set up */
 static ZkMono pending_since = 0;
 static volatile int observed_state = 0;	/* set by the watcher */
@@ -291,6 +309,8 @@ session_changed(void)
 		const clientid_t *cid = zoo_client_id(zk_zh);
 
 		connected = true;
+		backoff_ms = 0;
+		retry_at = 0;
 		next_probe_at = 0;		/* confirm at once */
 		if (cid->client_id != session_id)
 		{
@@ -728,7 +748,12 @@ zk_session_reload(const char **why)
 			open_handle(NULL);
 	}
 	else if (session_hosts && strcmp(session_hosts, zklock_hosts) != 0)
+	{
+		/* another ensemble: try it at once */
+		backoff_ms = 0;
+		retry_at = 0;
 		session_restart("zklock.hosts changed.");
+	}
 	else if (zk_zh != NULL && !ending_old && session_auth != NULL &&
 			 (reason = auth_changed()) != NULL)
 		session_restart(reason);
@@ -895,6 +920,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	int			nev;
 	int			rc;
 	int			io = 0;
+	bool		waiting_round = false;
 	ZkMono		now = zk_mono_now();
 
 	if (zk_zh == NULL && now >= reopen_at)
@@ -919,7 +945,19 @@ zk_session_wait(long timeout_ms, const char **why)
 			next_probe_at = ZkMonoPlusMs(now, zoo_recv_timeout(zk_zh) / 4);
 	}
 
-	if (zk_zh)
+	if (zk_zh && !connected && now < retry_at)
+	{
+		/*
+		 * Between two rounds of connection attempts.  The client is not
+		 * asked: it would connect at once (it leaves the waiting to us).
+		 */
+		long		left = (long) ((retry_at - now + 999) / 1000);
+
+		waiting_round = true;
+		tv.tv_sec = left / 1000;
+		tv.tv_usec = (left % 1000) * 1000L;
+	}
+	else if (zk_zh)
 	{
 		rc = zookeeper_interest(zk_zh, &fd, &interest, &tv);
 		if (rc == ZINVALIDSTATE && lost_reason == NULL && !ending_old)
@@ -938,6 +976,22 @@ zk_session_wait(long timeout_ms, const char **why)
 			tv.tv_sec = 0;
 			tv.tv_usec = INTEREST_RETRY_MS * 1000L;
 			io = ZOOKEEPER_READ;
+		}
+		else if (fd < 0 && !connected)
+		{
+			/*
+			 * The client has tried every host in vain and asks to wait tv
+			 * before the next round: wait that long or the backoff,
+			 * whichever is longer.
+			 */
+			long		client_ms = tv.tv_sec * 1000L + tv.tv_usec / 1000;
+
+			backoff_ms = backoff_ms == 0 ? BACKOFF_MIN_MS :
+				Min(backoff_ms * 2, BACKOFF_MAX_MS);
+			retry_at = ZkMonoPlusMs(now, Max(client_ms, backoff_ms));
+			waiting_round = true;
+			tv.tv_sec = Max(client_ms, backoff_ms) / 1000;
+			tv.tv_usec = (Max(client_ms, backoff_ms) % 1000) * 1000L;
 		}
 	}
 
@@ -970,7 +1024,7 @@ zk_session_wait(long timeout_ms, const char **why)
 
 	/* no interrupt may end the process inside the client's callbacks */
 	HOLD_INTERRUPTS();
-	if (zk_zh)
+	if (zk_zh && !waiting_round)
 	{
 		rc = zookeeper_process(zk_zh, io);
 
