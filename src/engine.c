@@ -2010,6 +2010,10 @@ zk_engine_request(int id)
 	{
 		ZkPart	   *p = op->part;
 
+		/* the last ask given with the entry (zk_give_up_asking) */
+		if (ask == ZK_ASK_REOPEN && ask_state == ZK_ASK_PENDING &&
+			p && p->driver->ask)
+			p->driver->ask(p, id, ask);
 		detach(id);
 		zk_free_entry(id);
 		if (p == NULL)

@@ -710,6 +710,28 @@ zk_ask_wait(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 	return state;
 }
 
+/*
+ * Give an entry up with a last ask, which the worker carries out before it
+ * frees the entry (a job claim of a transaction that aborted: reopen it if
+ * it was made final).  Like zk_give_up, never throws and never waits: for
+ * abort callbacks and exit hooks.
+ */
+void
+zk_give_up_asking(int id, uint32 generation, ZkAsk ask)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->generation == generation && e->state != ZKE_FREE && !e->released)
+	{
+		e->ask = ask;
+		e->ask_state = ZK_ASK_PENDING;
+		zk_release_locked(e);
+	}
+	LWLockRelease(zk_shared->lock);
+	zk_wake_worker();
+}
+
 /* The answer of a one-shot request that is DONE. */
 int64
 zk_entry_result(int id, uint32 generation)

@@ -56,7 +56,10 @@ typedef enum ZkAsk
 	ZK_ASK_NONE = 0,
 	ZK_ASK_FINALIZE,			/* job claim: make it final (at COMMIT) */
 	ZK_ASK_LEAVE,				/* double barrier: leave it */
-	ZK_ASK_LEAVE_NOWAIT			/* ... WOULD_BLOCK rather than wait */
+	ZK_ASK_LEAVE_NOWAIT,		/* ... WOULD_BLOCK rather than wait */
+	ZK_ASK_REOPEN				/* job claim, given up with the entry
+								 * (zk_give_up_asking): its transaction
+								 * aborted, reopen it if it was made final */
 } ZkAsk;
 
 typedef enum ZkAskState
@@ -221,6 +224,7 @@ extern void zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline);
 extern ZkAskState zk_ask_wait(int id, uint32 generation, ZkAsk ask,
 							  TimestampTz deadline);
 extern void zk_give_up(int id, uint32 generation);
+extern void zk_give_up_asking(int id, uint32 generation, ZkAsk ask);
 extern bool zk_entry_valid(int id, uint32 generation, int64 *token);
 extern int64 zk_entry_session(int id, uint32 generation);
 extern ZkEntryState zk_entry_check(int id, uint32 generation, int64 *token);

@@ -13,23 +13,33 @@
  *	  state "pending".  NODEEXISTS: someone holds or finished the slot, the
  *	  request would block (false at once).  Created: granted, the backend
  *	  holds it in transaction scope (holdings.c).
- *	- COMMIT (ZK_ASK_FINALIZE): one multi-op deletes the ephemeral node (at
- *	  the data version we created) and creates a PERSISTENT node of the
- *	  same path with state "final" (zk_call_finalize).  ZooKeeper applies a
- *	  multi's operations in order and all or none, so the slot is never
- *	  open in between and never final without the commit having asked for
- *	  it.  Any failure fails the COMMIT (40001, holdings.c).
+ *	- COMMIT (ZK_ASK_FINALIZE, at PRE_COMMIT): one multi-op deletes the
+ *	  ephemeral node (at the data version we created) and creates a
+ *	  PERSISTENT node of the same path with state "final"
+ *	  (zk_call_finalize).  ZooKeeper applies a multi's operations in order
+ *	  and all or none, so the slot is never open in between and never final
+ *	  without the commit having asked for it.  Any failure fails the COMMIT
+ *	  (40001, holdings.c).
  *	- Abort, backend exit: the entry is given up and the engine deletes the
  *	  ephemeral node; crash or session loss: ZooKeeper deletes it.  Either
  *	  way the slot is open again.
+ *	- Abort after the claim was made final (the COMMIT failed later than
+ *	  PRE_COMMIT: a serialization failure, another extension's callback):
+ *	  the backend gives the entry up with ZK_ASK_REOPEN, and the final node
+ *	  goes on the reopen list (below).
  *
  * Outcomes the worker cannot know (the reply of a create or of the multi
  * lost with the connection) are settled by the nonce: a create's is looked
  * for again once connected (get; ours when its data has our nonce); a
  * finalize whose outcome is unknown, or that succeeded after its backend
- * gave up (the transaction aborted), is put on the reopen list: the
- * claims' own part deletes the node at that path while its data carries
- * that nonce, whatever the session, since a final node outlives sessions.
+ * gave up (the transaction aborted), or whose transaction aborted after it,
+ * is put on the reopen list: the claims' own part deletes the node at that
+ * path while its data carries that nonce (a get, then a delete at the
+ * version it saw), whatever the session, since a final node outlives
+ * sessions.  The list lives in the worker's memory and is worked through
+ * whenever the worker is connected: an outage only delays it.  A claim
+ * made final whose part goes with a session loss before its transaction
+ * ends is not on it (README: the windows left).
  *
  * Retention (zklock.claim_retention): the claims' own part (an instance
  * part, ZK_GROUP_CLAIMS) lists, every min(retention / 2, 1 minute), the
@@ -68,7 +78,8 @@
 #define CLAIM_CHECK		2		/* create's reply lost: is the node ours? */
 #define CLAIM_HELD		3		/* our ephemeral node exists: granted */
 #define CLAIM_FINALIZING 4		/* the multi is on its way */
-#define CLAIM_OVER		5		/* final, taken by someone else, or failed */
+#define CLAIM_FINAL		5		/* made final: its transaction decides */
+#define CLAIM_OVER		6		/* taken by someone else, failed, or settled */
 
 #define NONCE_LEN		16		/* hex digits */
 #define MAX_JOBS		10000
@@ -365,8 +376,10 @@ claim_step(ZkPart *p, const ZkResult *r)
 				{
 					ReopenItem *it = reopen_find(path, p->extra);
 
+					/* the transaction's end decides (claim_ask, REOPEN) */
 					if (it)
 						reopen_forget(it);
+					p->step = CLAIM_FINAL;
 					zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
 					break;
 				}
@@ -397,6 +410,23 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 {
 	char		path[ZK_PATH_MAX];
 
+	if (ask == ZK_ASK_REOPEN)
+	{
+		/*
+		 * The transaction aborted and gave the entry up.  A claim it made
+		 * final goes on the reopen list; one still being made final is
+		 * there already (T_CLAIM_FINAL settles it); any other has only an
+		 * ephemeral node, which the engine deletes with the entry.
+		 */
+		if (p->step == CLAIM_FINAL)
+		{
+			claim_path(p, path, sizeof(path));
+			reopen_add(path, p->extra, 0);
+			p->step = CLAIM_OVER;
+		}
+		zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
+		return;
+	}
 	if (ask != ZK_ASK_FINALIZE)
 	{
 		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_FEATURE_NOT_SUPPORTED,
