@@ -54,6 +54,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "storage/ipc.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -96,7 +97,11 @@ static uint32 last_call = 0;
 /*
  * Job claims of this transaction (zk_hold_claim), in TopMemoryContext:
  * always transaction scope, made final at PRE_COMMIT, given up at the end
- * of the transaction or of the subtransaction that took them.
+ * of the transaction or of the subtransaction that took them.  Given up by
+ * an abort (or by an exit in the middle of the transaction), a claim that
+ * was made final is reopened by the worker: COMMIT can still fail after
+ * PRE_COMMIT (a serialization failure found at commit, another extension's
+ * pre-commit callback).
  */
 typedef struct ZkClaim
 {
@@ -108,8 +113,10 @@ typedef struct ZkClaim
 } ZkClaim;
 
 static List *claims = NIL;
+static bool claims_exit_registered = false;
 
 static void zk_xact_callback(XactEvent event, void *arg);
+static void release_claims(SubTransactionId from, bool aborted);
 static void zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								SubTransactionId parentSubid, void *arg);
 
@@ -1010,6 +1017,16 @@ claim_slot_text(const ZkClaim *c)
 }
 
 /*
+ * before_shmem_exit callback: a backend leaving in the middle of a
+ * transaction (FATAL, pg_terminate_backend) never commits it.
+ */
+static void
+claims_exit(int code, Datum arg)
+{
+	release_claims(TopSubTransactionId, true);
+}
+
+/*
  * Claim (job, slot) for this transaction: true when the worker created the
  * claim node (or this transaction holds it already), false at once when
  * anyone else holds or has finished it.
@@ -1039,6 +1056,16 @@ zk_hold_claim(const char *job, TimestampTz slot)
 	req.flags = ZKR_NOWAIT;
 	req.targ = slot;
 	id = zk_request(&req, &gen);
+	if (!claims_exit_registered)
+	{
+		/*
+		 * Registered after zk_request's own exit hook, so it runs first:
+		 * before that hook gives every entry up without a word, this one
+		 * gives the claims of an unfinished transaction up as aborted.
+		 */
+		before_shmem_exit(claims_exit, (Datum) 0);
+		claims_exit_registered = true;
+	}
 	state = zk_wait(id, gen, 0);
 	if (state == ZKE_LOST)
 		ereport(ERROR,
@@ -1072,9 +1099,13 @@ zk_hold_claim(const char *job, TimestampTz slot)
 	return true;
 }
 
-/* Give up the claims taken in subids >= from.  Never throws. */
+/*
+ * Give up the claims taken in subids >= from.  aborted: the transaction did
+ * not commit, so the worker reopens those made final.  Never throws, never
+ * waits.
+ */
 static void
-release_claims(SubTransactionId from)
+release_claims(SubTransactionId from, bool aborted)
 {
 	ListCell   *lc;
 
@@ -1084,7 +1115,10 @@ release_claims(SubTransactionId from)
 
 		if (c->subid < from)
 			continue;
-		zk_give_up(c->id, c->generation);
+		if (aborted)
+			zk_give_up_asking(c->id, c->generation, ZK_ASK_REOPEN);
+		else
+			zk_give_up(c->id, c->generation);
 		claims = foreach_delete_current(claims, lc);
 		pfree(c->job);
 		pfree(c);
@@ -1178,7 +1212,9 @@ zk_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			release_xact(TopSubTransactionId);
-			release_claims(TopSubTransactionId);
+			release_claims(TopSubTransactionId,
+						   event == XACT_EVENT_ABORT ||
+						   event == XACT_EVENT_PARALLEL_ABORT);
 			/* what the transaction held is free when COMMIT returns */
 			zk_await_released(false);
 			break;
@@ -1194,7 +1230,7 @@ zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		release_xact(mySubid);
-		release_claims(mySubid);
+		release_claims(mySubid, true);
 		zk_await_released(false);
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)

@@ -337,8 +337,9 @@ zk_give_up(int id, uint32 generation)
  * ZooKeeper leader within the last half of the session timeout (see
  * session.c): a paused, hung or cut-off worker stops vouching for its
  * nodes long before ZooKeeper could expire them and grant them to someone
- * else, and a node of any earlier session never counts.  Caller holds the
- * lock.
+ * else, and a node of any earlier session never counts.  The half timeout
+ * is measured on the monotonic clock, as the worker measured confirmed_at:
+ * a wall clock stepped back cannot stretch it.  Caller holds the lock.
  */
 static bool
 zk_trusted_locked(int64 session_id)
@@ -346,9 +347,9 @@ zk_trusted_locked(int64 session_id)
 	return session_id != 0 &&
 		session_id == zk_shared->session_id &&
 		zk_shared->session_timeout > 0 &&
-		!TimestampDifferenceExceeds(zk_shared->confirmed_at,
-									GetCurrentTimestamp(),
-									zk_shared->session_timeout / 2);
+		zk_shared->confirmed_at != 0 &&
+		zk_mono_now() - zk_shared->confirmed_at <
+		(int64) (zk_shared->session_timeout / 2) * 1000;
 }
 
 bool
@@ -844,6 +845,28 @@ zk_ask_wait(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 	}
 	PG_END_TRY();
 	return state;
+}
+
+/*
+ * Give an entry up with a last ask, which the worker carries out before it
+ * frees the entry (a job claim of a transaction that aborted: reopen it if
+ * it was made final).  Like zk_give_up, never throws and never waits: for
+ * abort callbacks and exit hooks.
+ */
+void
+zk_give_up_asking(int id, uint32 generation, ZkAsk ask)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->generation == generation && e->state != ZKE_FREE && !e->released)
+	{
+		e->ask = ask;
+		e->ask_state = ZK_ASK_PENDING;
+		zk_release_locked(e);
+	}
+	LWLockRelease(zk_shared->lock);
+	zk_wake_worker();
 }
 
 /* The answer of a one-shot request that is DONE. */

@@ -27,6 +27,8 @@
 #ifndef ZKLOCK_PROTOCOL_H
 #define ZKLOCK_PROTOCOL_H
 
+#include <time.h>
+
 #include "lib/ilist.h"
 #include "lib/stringinfo.h"
 #include "port/atomics.h"
@@ -54,7 +56,10 @@ typedef enum ZkAsk
 	ZK_ASK_NONE = 0,
 	ZK_ASK_FINALIZE,			/* job claim: make it final (at COMMIT) */
 	ZK_ASK_LEAVE,				/* double barrier: leave it */
-	ZK_ASK_LEAVE_NOWAIT			/* ... WOULD_BLOCK rather than wait */
+	ZK_ASK_LEAVE_NOWAIT,		/* ... WOULD_BLOCK rather than wait */
+	ZK_ASK_REOPEN				/* job claim, given up with the entry
+								 * (zk_give_up_asking): its transaction
+								 * aborted, reopen it if it was made final */
 } ZkAsk;
 
 typedef enum ZkAskState
@@ -120,6 +125,29 @@ typedef struct ZkEntry
 	int			xact_count;		/* transaction-scope acquisitions */
 } ZkEntry;
 
+/*
+ * A reading of the monotonic clock (CLOCK_MONOTONIC), in microseconds.
+ * Every duration that decides whether a session can be trusted (the time
+ * of its last confirmation, the trust window, the worker's own timers) is
+ * measured on it: a step of the wall clock (an administrator, NTP after a
+ * long cut-off) moves neither it nor the durations, and every process of
+ * the machine reads the same clock, so the worker's readings compare with
+ * a backend's.  Only meaningful as differences; never shown to users
+ * (TimestampTz is, for views and node data).
+ */
+typedef int64 ZkMono;
+
+static inline ZkMono
+zk_mono_now(void)
+{
+	struct timespec ts;
+
+	(void) clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (ZkMono) ts.tv_sec * USECS_PER_SEC + ts.tv_nsec / 1000;
+}
+
+#define ZkMonoPlusMs(t, ms)	((t) + (int64) (ms) * 1000)
+
 /* State of the worker's ZooKeeper session, as backends see it. */
 typedef enum ZkSessionState
 {
@@ -149,7 +177,7 @@ typedef struct ZkShared
 	ZkSessionState session_state;
 	int64		session_id;
 	int			session_timeout;	/* negotiated, in ms; 0 if none */
-	TimestampTz confirmed_at;	/* see worker/session.c */
+	ZkMono		confirmed_at;	/* monotonic; see worker/session.c */
 	char		server[128];	/* host:port the session is connected to */
 	char		last_error[ZK_ERRMSG_MAX];
 
@@ -205,6 +233,7 @@ extern ZkAskState zk_ask_wait(int id, uint32 generation, ZkAsk ask,
 							  TimestampTz deadline);
 extern void zk_give_up(int id, uint32 generation);
 extern void zk_await_released(bool interruptible);
+extern void zk_give_up_asking(int id, uint32 generation, ZkAsk ask);
 extern bool zk_entry_valid(int id, uint32 generation, int64 *token);
 extern int64 zk_entry_session(int id, uint32 generation);
 extern ZkEntryState zk_entry_check(int id, uint32 generation, int64 *token);
@@ -242,7 +271,7 @@ extern int	zk_set_revoke_requested(int id);
 extern void zk_free_entry(int id);
 extern void zk_set_session_state(ZkSessionState state, int64 session_id,
 								 int timeout, const char *server);
-extern void zk_set_confirmed(int64 session_id, TimestampTz at);
+extern void zk_set_confirmed(int64 session_id, ZkMono at);
 extern void zk_set_last_error(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void zk_add_row(StringInfo rows, int ncols, const char *const *cols);
 

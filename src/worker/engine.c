@@ -717,6 +717,11 @@ zk_engine_request(int id)
 	{
 		ZkPart	   *p = op->part;
 
+		/* the last ask given with the entry (zk_give_up_asking) */
+		if (ask == ZK_ASK_REOPEN && ask_state == ZK_ASK_PENDING &&
+			p && p->driver->ask)
+			p->driver->ask(p, id, ask);
+
 		/*
 		 * The entry is freed once its part no longer keeps a node for it
 		 * (settle_leaving): at once when the lock passes to another entry of
@@ -901,12 +906,16 @@ zk_engine_pending(void)
 	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired);
 }
 
-/* How long the worker may sleep before the engine needs to run (ms). */
+/*
+ * How long the worker may sleep before the engine needs to run (ms).  The
+ * reconciler's round counts only while connected: it cannot run otherwise,
+ * and an overdue one must not make the worker spin through an outage.
+ */
 long
 zk_engine_timeout(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz next = next_reconcile;
+	TimestampTz next = zk_connected() ? next_reconcile : 0;
 	dlist_iter	it;
 
 	dlist_foreach(it, &parts)

@@ -316,9 +316,12 @@ zk_set_session_state(ZkSessionState state, int64 session_id, int timeout,
 	LWLockRelease(zk_shared->lock);
 }
 
-/* Publish that the session was confirmed alive at "at" (see session.c). */
+/*
+ * Publish that the session was confirmed alive at "at", a reading of the
+ * monotonic clock (see worker/session.c).
+ */
 void
-zk_set_confirmed(int64 session_id, TimestampTz at)
+zk_set_confirmed(int64 session_id, ZkMono at)
 {
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	if (session_id == zk_shared->session_id && at > zk_shared->confirmed_at)

@@ -18,13 +18,19 @@
  *				by our own clock (the client only learns of expiry once it
  *				reconnects); a new session is opened at once
  *
+ * While no server accepts a connection, rounds of attempts (each tries
+ * every host of zklock.hosts) are spaced out, up to a second apart, so that
+ * an outage does not keep the worker busy.
+ *
  * How long holdings can be trusted: every quarter of the session timeout we
  * send a sync (a probe) and, when its reply comes, publish the time the
- * probe was *sent* as "confirmed_at".  A sync is answered only once the
- * ZooKeeper leader has processed it, after every proposal it had
- * outstanding (a closeSession included) and in order with them on the way
- * back: a follower cut off from the leader, which still serves reads for
- * up to syncLimit x tickTime, cannot answer it.  So the reply proves that
+ * probe was *sent* as "confirmed_at", read from the monotonic clock
+ * (ZkMono, protocol.h) like every duration here: a wall clock stepped back
+ * while we are cut off must not stretch the trust.  A sync is answered
+ * only once the ZooKeeper leader has processed it, after every proposal it
+ * had outstanding (a closeSession included) and in order with them on the
+ * way back: a follower cut off from the leader, which still serves reads
+ * for up to syncLimit x tickTime, cannot answer it.  So the reply proves that
  * the quorum still had the session after the probe was sent, and it cannot
  * expire before confirmed_at + timeout.  Backends trust a holding only
  * while confirmed_at is younger than half the timeout and the holding
@@ -83,6 +89,18 @@
 /* After the client gave up a connection, wait this long before the next (ms). */
 #define INTEREST_RETRY_MS	50
 
+/*
+ * When a round of connection attempts failed (the client tried every host
+ * of zklock.hosts and asks to wait before the next round), wait at least
+ * this long before the next round, doubling from round to round up to the
+ * maximum, back to the minimum once connected (ms).  A stopped ensemble
+ * then costs a round a second, and a server that is back is found within a
+ * second.  Within a round the client moves on to the next host at once, so
+ * an ensemble fails over without waiting.
+ */
+#define BACKOFF_MIN_MS		10
+#define BACKOFF_MAX_MS		1000
+
 /* While the credentials file cannot be used, read it again this often (ms). */
 #define AUTH_RETRY_MS		30000
 
@@ -94,21 +112,23 @@ zhandle_t  *zk_zh = NULL;
 static bool connected = false;
 static bool ending_old = false; /* zk_zh resumes a dead worker's session */
 static bool end_old_now = false;
-static TimestampTz end_old_deadline = 0;
+static ZkMono end_old_deadline = 0;
 static int64 session_id = 0;
 static char *session_hosts = NULL;	/* zklock.hosts the session uses */
 static char *session_auth_file = NULL;	/* zklock.auth_file of the session */
 static char *session_auth = NULL;	/* the credentials read from it, or "" */
 static bool authenticated = false;	/* session_auth was sent */
 static bool auth_blocked = false;	/* the file is unusable: try it later */
-static TimestampTz confirmed_at = 0;
-static TimestampTz next_probe_at = 0;
+static ZkMono confirmed_at = 0;
+static ZkMono next_probe_at = 0;
 /* why the session is lost, a sentence; set by the watcher, acted on later */
 static const char *lost_reason = NULL;
-static TimestampTz reopen_at = 0;	/* retry a failed zookeeper_init then */
+static ZkMono reopen_at = 0;	/* retry a failed zookeeper_init then */
 static bool auth_failed = false;
+static int	backoff_ms = 0;			/* wait after the last failed round */
+static ZkMono retry_at = 0;			/* no connection attempt before then */
 static int	pending_fd = -1;		/* socket of a connection being set up */
-static TimestampTz pending_since = 0;
+static ZkMono pending_since = 0;
 static volatile int observed_state = 0;	/* set by the watcher */
 static volatile bool state_changed = false;
 static int	events = 0;			/* ZK_EVENT_* since the last wait returned */
@@ -220,7 +240,7 @@ remove_session_file(void)
 /* ---- events ---- */
 
 static void
-publish_confirmed(TimestampTz t)
+publish_confirmed(ZkMono t)
 {
 	if (t > confirmed_at)
 	{
@@ -237,7 +257,7 @@ static void
 probe_done(int rc, const char *value, const void *data)
 {
 	if (rc == ZOK)
-		publish_confirmed((TimestampTz) (uintptr_t) data);
+		publish_confirmed((ZkMono) (uintptr_t) data);
 }
 
 /*
@@ -289,6 +309,8 @@ session_changed(void)
 		const clientid_t *cid = zoo_client_id(zk_zh);
 
 		connected = true;
+		backoff_ms = 0;
+		retry_at = 0;
 		next_probe_at = 0;		/* confirm at once */
 		if (cid->client_id != session_id)
 		{
@@ -303,7 +325,7 @@ session_changed(void)
 			zk_set_session_state(ZKS_CONNECTED, session_id,
 								 zoo_recv_timeout(zk_zh),
 								 zoo_get_current_server(zk_zh));
-			publish_confirmed(GetCurrentTimestamp());
+			publish_confirmed(zk_mono_now());
 		}
 		else
 		{
@@ -555,8 +577,7 @@ open_handle(const clientid_t *cid)
 					 errhint("Fix the file; zklock reads it again every %d seconds and on reload.",
 							 AUTH_RETRY_MS / 1000)));
 			auth_blocked = true;
-			reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													AUTH_RETRY_MS);
+			reopen_at = ZkMonoPlusMs(zk_mono_now(), AUTH_RETRY_MS);
 			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 			return;
 		}
@@ -579,7 +600,7 @@ open_handle(const clientid_t *cid)
 				 errmsg("zklock could not start a ZooKeeper session for \"%s\": %m",
 						session_hosts),
 				 errhint("Check zklock.hosts.")));
-		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		reopen_at = ZkMonoPlusMs(zk_mono_now(), 1000);
 		return;
 	}
 	zoo_set_log_callback(zk_zh, client_log);
@@ -606,8 +627,7 @@ zk_session_start(void)
 						(unsigned long long) cid.client_id)));
 		ending_old = true;
 		end_old_now = false;
-		end_old_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   zklock_connect_timeout);
+		end_old_deadline = ZkMonoPlusMs(zk_mono_now(), zklock_connect_timeout);
 		open_handle(&cid);
 		if (zk_zh != NULL)
 			return;
@@ -674,7 +694,7 @@ session_restart(const char *why)
 	{
 		/* retried only after a pause: the credentials will not improve */
 		auth_failed = false;
-		reopen_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+		reopen_at = ZkMonoPlusMs(zk_mono_now(), 5000);
 		return;
 	}
 	open_handle(NULL);
@@ -728,7 +748,12 @@ zk_session_reload(const char **why)
 			open_handle(NULL);
 	}
 	else if (session_hosts && strcmp(session_hosts, zklock_hosts) != 0)
+	{
+		/* another ensemble: try it at once */
+		backoff_ms = 0;
+		retry_at = 0;
 		session_restart("zklock.hosts changed.");
+	}
 	else if (zk_zh != NULL && !ending_old && session_auth != NULL &&
 			 (reason = auth_changed()) != NULL)
 		session_restart(reason);
@@ -749,7 +774,7 @@ zk_session_reload(const char **why)
 static void
 kick_stuck_handshake(int fd)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	ZkMono		now = zk_mono_now();
 	int			limit = Max(1000, zklock_session_timeout / 10);
 
 	if (fd < 0 || connected)
@@ -762,7 +787,7 @@ kick_stuck_handshake(int fd)
 		pending_fd = fd;
 		pending_since = now;
 	}
-	else if (TimestampDifferenceExceeds(pending_since, now, limit))
+	else if (now - pending_since >= (int64) limit * 1000)
 	{
 		ereport(LOG,
 				(errmsg("zklock got no answer to its session handshake from ZooKeeper within %d ms",
@@ -877,6 +902,11 @@ zk_session_cork(bool on)
  * with the events (ZK_EVENT_*) that the engine must hear of, in the order
  * LOST before CONNECTED; *why says why a session was lost.  The caller
  * handles its latch.
+ *
+ * Every duration here is measured on the monotonic clock (ZkMono): the
+ * probes' times, from which backends judge how far to trust the session,
+ * and the worker's own rule that a session not confirmed for a whole
+ * timeout is lost.
  */
 int
 zk_session_wait(long timeout_ms, const char **why)
@@ -890,7 +920,8 @@ zk_session_wait(long timeout_ms, const char **why)
 	int			nev;
 	int			rc;
 	int			io = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	bool		waiting_round = false;
+	ZkMono		now = zk_mono_now();
 
 	if (zk_zh == NULL && now >= reopen_at)
 		open_handle(NULL);
@@ -911,11 +942,22 @@ zk_session_wait(long timeout_ms, const char **why)
 	{
 		if (zoo_async(zk_zh, "/", probe_done,
 					  (const void *) (uintptr_t) now) == ZOK)
-			next_probe_at = TimestampTzPlusMilliseconds(now,
-														zoo_recv_timeout(zk_zh) / 4);
+			next_probe_at = ZkMonoPlusMs(now, zoo_recv_timeout(zk_zh) / 4);
 	}
 
-	if (zk_zh)
+	if (zk_zh && !connected && now < retry_at)
+	{
+		/*
+		 * Between two rounds of connection attempts.  The client is not
+		 * asked: it would connect at once (it leaves the waiting to us).
+		 */
+		long		left = (long) ((retry_at - now + 999) / 1000);
+
+		waiting_round = true;
+		tv.tv_sec = left / 1000;
+		tv.tv_usec = (left % 1000) * 1000L;
+	}
+	else if (zk_zh)
 	{
 		rc = zookeeper_interest(zk_zh, &fd, &interest, &tv);
 		if (rc == ZINVALIDSTATE && lost_reason == NULL && !ending_old)
@@ -934,6 +976,22 @@ zk_session_wait(long timeout_ms, const char **why)
 			tv.tv_sec = 0;
 			tv.tv_usec = INTEREST_RETRY_MS * 1000L;
 			io = ZOOKEEPER_READ;
+		}
+		else if (fd < 0 && !connected)
+		{
+			/*
+			 * The client has tried every host in vain and asks to wait tv
+			 * before the next round: wait that long or the backoff,
+			 * whichever is longer.
+			 */
+			long		client_ms = tv.tv_sec * 1000L + tv.tv_usec / 1000;
+
+			backoff_ms = backoff_ms == 0 ? BACKOFF_MIN_MS :
+				Min(backoff_ms * 2, BACKOFF_MAX_MS);
+			retry_at = ZkMonoPlusMs(now, Max(client_ms, backoff_ms));
+			waiting_round = true;
+			tv.tv_sec = Max(client_ms, backoff_ms) / 1000;
+			tv.tv_usec = (Max(client_ms, backoff_ms) % 1000) * 1000L;
 		}
 	}
 
@@ -966,7 +1024,7 @@ zk_session_wait(long timeout_ms, const char **why)
 
 	/* no interrupt may end the process inside the client's callbacks */
 	HOLD_INTERRUPTS();
-	if (zk_zh)
+	if (zk_zh && !waiting_round)
 	{
 		rc = zookeeper_process(zk_zh, io);
 
@@ -1001,8 +1059,8 @@ zk_session_wait(long timeout_ms, const char **why)
 	if (lost_reason)
 		session_restart(lost_reason);
 	else if (zk_zh && session_id != 0 && !ending_old &&
-			 TimestampDifferenceExceeds(confirmed_at, GetCurrentTimestamp(),
-										zoo_recv_timeout(zk_zh)))
+			 zk_mono_now() - confirmed_at >=
+			 (int64) zoo_recv_timeout(zk_zh) * 1000)
 		session_restart("ZooKeeper did not confirm the session within its timeout.");
 	return take_events(why);
 }

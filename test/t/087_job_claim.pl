@@ -3,8 +3,11 @@
 #    one ZooKeeper: one caller per (job, slot) gets true, the others false
 #    at once; an aborted or killed claimer leaves the slot open; a commit
 #    that cannot make the claim final fails with 40001 and leaves the slot
-#    open; a final claim is persistent; zklock.claim_retention removes old
-#    final claims.
+#    open; a commit that fails after the claims were made final (a
+#    serialization failure at commit, postgres_fdw's remote commit, the
+#    backend terminated) reopens them, also when ZooKeeper is unreachable
+#    at that moment; a final claim is persistent; zklock.claim_retention
+#    removes old final claims.
 
 use strict;
 use warnings;
@@ -130,6 +133,142 @@ ok(poll_session($sb, claim_sql('report', $S5), 't', timeout => 60),
 	'the slot opens again: b claims it');
 note 'a\'s worker ' . ($pa->log_contains('zklock reopened job claim')
 	? 'deleted the final node the multi-op had made' : 'found nothing to reopen');
+
+# ---------------------------------------------------------------------------
+note 'COMMIT fails after the claims were made final: they are reopened';
+
+# Two SERIALIZABLE transactions on instance a, each reading the row the
+# other writes.  The one that commits first marks the other (the claimer)
+# as the pivot of a dangerous structure; the claimer's COMMIT then fails in
+# PostgreSQL's serialization check, which runs after zklock's PRE_COMMIT
+# callback has made its claims final.
+$pa->safe_psql('postgres',
+	'CREATE TABLE ssi (k int PRIMARY KEY, v int NOT NULL); '
+	  . 'INSERT INTO ssi VALUES (1, 0), (2, 0)');
+my $S6 = '2026-03-01 14:00+00';
+my $S7 = '2026-03-01 15:00+00';
+my $pivot = session($pa);
+my $other = session($pa);
+$_->query_ok('BEGIN ISOLATION LEVEL SERIALIZABLE') foreach ($pivot, $other);
+$pivot->query_ok('SELECT v FROM ssi WHERE k = 1');
+$other->query_ok('SELECT v FROM ssi WHERE k = 2');
+$pivot->query_ok('UPDATE ssi SET v = v + 1 WHERE k = 2');
+$other->query_ok('UPDATE ssi SET v = v + 1 WHERE k = 1');
+is($pivot->query_ok(claim_sql('report', $S6)), 't', 'a claims a slot ...');
+is($pivot->query_ok(claim_sql('report', $S7)), 't', '... and another one');
+$pivot->query_ok("INSERT INTO work VALUES ('S6'), ('S7')");
+is(($other->query('COMMIT'))[1], '', 'the other transaction commits');
+($out, $err) = $pivot->query('COMMIT');
+is(sqlstate($err), '40001', 'the claimer\'s COMMIT fails with 40001 ...');
+like($err, qr/pivot, during commit attempt/,
+	'... in PostgreSQL\'s serialization check at commit');
+is($pivot->query_ok(q{SELECT count(*) FROM work WHERE slot IN ('S6', 'S7')}),
+	'0', 'the work was rolled back');
+foreach my $slot ('2026-03-01T14:00:00Z', '2026-03-01T15:00:00Z')
+{
+	ok( poll_until(
+			sub { $pa->log_contains(qr/zklock reopened job claim "[^"]*\Q$slot\E"/) },
+			timeout => 30),
+		"a's worker deleted the final claim of $slot");
+}
+is($sb->query_ok(claim_sql('report', $S6)), 't', 'b then claims the first slot');
+is($sb->query_ok(claim_sql('report', $S7)), 't', 'and the second');
+$_->quit foreach ($pivot, $other);
+
+# ---------------------------------------------------------------------------
+note 'another extension fails the COMMIT later, with ZooKeeper unreachable';
+
+# postgres_fdw commits its remote transaction (on instance b) in its own
+# PRE_COMMIT callback, which runs after zklock's when the session used the
+# foreign table before it first called zklock (the last registered runs
+# first).  The remote COMMIT waits on a deferred unique check for a row
+# another transaction of b inserted; ZooKeeper is paused meanwhile; that
+# transaction commits, the remote COMMIT fails, and with it the claimer's.
+# The worker cannot reach ZooKeeper, loses its session, and reopens the
+# claim once ZooKeeper is back.
+$pb->safe_psql('postgres',
+	'CREATE TABLE dq (k int, CONSTRAINT dq_k UNIQUE (k) DEFERRABLE INITIALLY DEFERRED)');
+$pa->safe_psql('postgres',
+	'CREATE EXTENSION postgres_fdw; '
+	  . 'CREATE SERVER b FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '
+	  . "'${\ $pb->host }', port '${\ $pb->port }', dbname 'postgres'); "
+	  . 'CREATE USER MAPPING FOR CURRENT_USER SERVER b; '
+	  . "CREATE FOREIGN TABLE dq (k int) SERVER b OPTIONS (table_name 'dq')");
+my $S8 = '2026-03-01 16:00+00';
+my $holder = session($pb);
+my $claimer = session($pa);
+$holder->query_ok('BEGIN');
+$holder->query_ok('INSERT INTO dq VALUES (8)');
+$claimer->query_ok('BEGIN');
+is($claimer->query_ok('SELECT count(*) FROM dq'), '0',
+	'the claimer uses the foreign table first ...');
+is($claimer->query_ok(claim_sql('report', $S8)), 't', '... then claims a slot');
+$claimer->query_ok("INSERT INTO work VALUES ('S8')");
+$claimer->query_ok('INSERT INTO dq VALUES (8)');
+$claimer->send('COMMIT');
+ok( poll_until(
+		sub {
+			$pb->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
+				  . "AND wait_event_type = 'Lock'") eq '1';
+		},
+		timeout => 30),
+	'its COMMIT waits for the remote COMMIT ...');
+is($sb->query_ok(
+		"SELECT final FROM zk_job_claims('report') WHERE slot = '$S8'"),
+	't', '... after the claim was made final');
+my $losses = ZkFault::zk_status_of($pa)->{session_losses};
+$zk->pause_node(1);
+is(($holder->query('COMMIT'))[1], '', 'the transaction of b commits its row');
+($out, $err) = $claimer->result;
+is(sqlstate($err), '23505',
+	'the remote COMMIT fails on the duplicate, and the claimer\'s COMMIT with it');
+is($claimer->query_ok(q{SELECT count(*) FROM work WHERE slot = 'S8'}),
+	'0', 'the work was rolled back');
+ok(poll_status($pa, sub { $_[0]{session_losses} > $losses }, timeout => 60),
+	'a\'s worker loses its session while ZooKeeper is unreachable');
+$zk->resume_node(1);
+ok( poll_until(
+		sub { $pa->log_contains(qr/zklock reopened job claim "[^"]*2026-03-01T16:00:00Z"/) },
+		timeout => 60),
+	'once ZooKeeper is back, a\'s worker deletes the final claim');
+ok(poll_session($sb, claim_sql('report', $S8), 't', timeout => 60),
+	'b then claims the slot');
+$_->quit foreach ($holder, $claimer);
+
+note 'the claimer\'s backend terminated while its COMMIT waits';
+
+my $S9 = '2026-03-01 17:00+00';
+$holder = session($pb);
+$claimer = session($pa);
+$holder->query_ok('BEGIN');
+$holder->query_ok('INSERT INTO dq VALUES (9)');
+$claimer->query_ok('BEGIN');
+$claimer->query_ok('SELECT count(*) FROM dq');
+is($claimer->query_ok(claim_sql('report', $S9)), 't', 'a claims a slot');
+$claimer->query_ok('INSERT INTO dq VALUES (9)');
+$claimer->send('COMMIT');
+ok( poll_until(
+		sub {
+			$pb->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
+				  . "AND wait_event_type = 'Lock'") eq '1';
+		},
+		timeout => 30),
+	'its COMMIT waits for the remote COMMIT ...');
+is($sb->query_ok(
+		"SELECT final FROM zk_job_claims('report') WHERE slot = '$S9'"),
+	't', '... after the claim was made final');
+is($pa->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $claimer->pid . ')'),
+	't', 'the claimer\'s backend is terminated');
+ok( poll_until(
+		sub { $pa->log_contains(qr/zklock reopened job claim "[^"]*2026-03-01T17:00:00Z"/) },
+		timeout => 30),
+	'a\'s worker deletes the final claim');
+ok(poll_session($sb, claim_sql('report', $S9), 't', timeout => 30),
+	'b then claims the slot');
+$holder->query_ok('ROLLBACK');
+$_->quit foreach ($holder, $claimer);
 
 # ---------------------------------------------------------------------------
 note 'zklock.claim_retention removes old final claims';

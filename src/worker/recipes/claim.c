@@ -13,23 +13,33 @@
  *	  state "pending".  NODEEXISTS: someone holds or finished the slot, the
  *	  request would block (false at once).  Created: granted, the backend
  *	  holds it in transaction scope (backend/holdings.c).
- *	- COMMIT (ZK_ASK_FINALIZE): one multi-op deletes the ephemeral node (at
- *	  the data version we created) and creates a PERSISTENT node of the
- *	  same path with state "final" (zk_call_finalize).  ZooKeeper applies a
- *	  multi's operations in order and all or none, so the slot is never
- *	  open in between and never final without the commit having asked for
- *	  it.  Any failure fails the COMMIT (40001, backend/holdings.c).
+ *	- COMMIT (ZK_ASK_FINALIZE, at PRE_COMMIT): one multi-op deletes the
+ *	  ephemeral node (at the data version we created) and creates a
+ *	  PERSISTENT node of the same path with state "final"
+ *	  (zk_call_finalize).  ZooKeeper applies a multi's operations in order
+ *	  and all or none, so the slot is never open in between and never final
+ *	  without the commit having asked for it.  Any failure fails the COMMIT
+ *	  (40001, backend/holdings.c).
  *	- Abort, backend exit: the entry is given up and the engine deletes the
  *	  ephemeral node; crash or session loss: ZooKeeper deletes it.  Either
  *	  way the slot is open again.
+ *	- Abort after the claim was made final (the COMMIT failed later than
+ *	  PRE_COMMIT: a serialization failure, another extension's callback):
+ *	  the backend gives the entry up with ZK_ASK_REOPEN, and the final node
+ *	  goes on the reopen list (below).
  *
  * Outcomes the worker cannot know (the reply of a create or of the multi
  * lost with the connection) are settled by the nonce: a create's is looked
  * for again once connected (get; ours when its data has our nonce); a
  * finalize whose outcome is unknown, or that succeeded after its backend
- * gave up (the transaction aborted), is put on the reopen list: the
- * claims' own part deletes the node at that path while its data carries
- * that nonce, whatever the session, since a final node outlives sessions.
+ * gave up (the transaction aborted), or whose transaction aborted after it,
+ * is put on the reopen list: the claims' own part deletes the node at that
+ * path while its data carries that nonce (a get, then a delete at the
+ * version it saw), whatever the session, since a final node outlives
+ * sessions.  The list lives in the worker's memory and is worked through
+ * whenever the worker is connected: an outage only delays it.  A claim
+ * made final whose part goes with a session loss before its transaction
+ * ends is not on it (README: the windows left).
  *
  * Retention (zklock.claim_retention): the claims' own part (an instance
  * part, ZK_GROUP_CLAIMS) lists, every min(retention / 2, 1 minute), the
@@ -71,7 +81,8 @@
 #define CLAIM_CHECK		2		/* create's reply lost: is the node ours? */
 #define CLAIM_HELD		3		/* our ephemeral node exists: granted */
 #define CLAIM_FINALIZING 4		/* the multi is on its way */
-#define CLAIM_OVER		5		/* final, taken by someone else, or failed */
+#define CLAIM_FINAL		5		/* made final: its transaction decides */
+#define CLAIM_OVER		6		/* taken by someone else, failed, or settled */
 
 #define NONCE_LEN		16		/* hex digits */
 #define MAX_JOBS		10000
@@ -84,15 +95,15 @@ typedef struct ReopenItem
 {
 	char	   *path;
 	char		nonce[NONCE_LEN + 1];
-	TimestampTz not_before;		/* not looked at before (0: at once) */
+	ZkMono		not_before;		/* not looked at before (0: at once) */
 	bool		deleting;		/* its delete is on its way */
 } ReopenItem;
 
 static ZkPart *claims_part;		/* the claims' own part */
 static HTAB *jobs;				/* names of the jobs claimed by us */
 static List *reopen = NIL;		/* of ReopenItem, in TopMemoryContext */
-static TimestampTz next_sweep = 0;
-static TimestampTz next_reopen = 0;
+static ZkMono next_sweep = 0;	/* monotonic, as every interval here */
+static ZkMono next_reopen = 0;
 
 /* ---- helpers ---- */
 
@@ -144,7 +155,7 @@ note_job(const char *name)
 }
 
 static void
-reopen_add(const char *path, const char *data, TimestampTz not_before)
+reopen_add(const char *path, const char *data, ZkMono not_before)
 {
 	ReopenItem *it;
 	MemoryContext old;
@@ -368,8 +379,10 @@ claim_step(ZkPart *p, const ZkResult *r)
 				{
 					ReopenItem *it = reopen_find(path, p->extra);
 
+					/* the transaction's end decides (claim_ask, REOPEN) */
 					if (it)
 						reopen_forget(it);
+					p->step = CLAIM_FINAL;
 					zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
 					break;
 				}
@@ -400,6 +413,23 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 {
 	char		path[ZK_PATH_MAX];
 
+	if (ask == ZK_ASK_REOPEN)
+	{
+		/*
+		 * The transaction aborted and gave the entry up.  A claim it made
+		 * final goes on the reopen list; one still being made final is
+		 * there already (T_CLAIM_FINAL settles it); any other has only an
+		 * ephemeral node, which the engine deletes with the entry.
+		 */
+		if (p->step == CLAIM_FINAL)
+		{
+			claim_path(p, path, sizeof(path));
+			reopen_add(path, p->extra, 0);
+			p->step = CLAIM_OVER;
+		}
+		zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
+		return;
+	}
 	if (ask != ZK_ASK_FINALIZE)
 	{
 		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -427,8 +457,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 	 * have committed without that answer.
 	 */
 	reopen_add(path, p->extra,
-			   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   2 * zklock_session_timeout + 1000));
+			   ZkMonoPlusMs(zk_mono_now(), 2 * zklock_session_timeout + 1000));
 	zk_call_finalize(p, T_CLAIM_FINAL, path, p->version, claim_data(p, "final"));
 }
 
@@ -523,7 +552,8 @@ sweep_interval_ms(void)
 static void
 own_step(ZkPart *p, const ZkResult *r)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	ZkMono		now = zk_mono_now();
+	TimestampTz wall = GetCurrentTimestamp();	/* for ages of claims */
 	char		path[ZK_PATH_MAX];
 
 	if (r == NULL)
@@ -539,7 +569,7 @@ own_step(ZkPart *p, const ZkResult *r)
 				if (now >= it->not_before)
 					zk_call_get(p, T_REOPEN_GET, it->path, false);
 			}
-			next_reopen = TimestampTzPlusMilliseconds(now, REOPEN_INTERVAL_MS);
+			next_reopen = ZkMonoPlusMs(now, REOPEN_INTERVAL_MS);
 		}
 		if (zklock_claim_retention > 0 && now >= next_sweep)
 		{
@@ -552,7 +582,7 @@ own_step(ZkPart *p, const ZkResult *r)
 				zk_path(path, sizeof(path), job, "/claims");
 				zk_call_list(p, T_SWEEP_LIST, path, false);
 			}
-			next_sweep = TimestampTzPlusMilliseconds(now, sweep_interval_ms());
+			next_sweep = ZkMonoPlusMs(now, sweep_interval_ms());
 		}
 		return;
 	}
@@ -618,7 +648,8 @@ own_step(ZkPart *p, const ZkResult *r)
 			}
 		case T_SWEEP_LIST:
 			{
-				TimestampTz cutoff = now - (int64) zklock_claim_retention * USECS_PER_SEC;
+				TimestampTz cutoff = wall -
+					(int64) zklock_claim_retention * USECS_PER_SEC;
 
 				for (int i = 0; r->rc == ZOK && i < r->nchildren; i++)
 				{
@@ -634,7 +665,7 @@ own_step(ZkPart *p, const ZkResult *r)
 		case T_SWEEP_STAT:
 			if (r->rc == ZOK && r->has_stat && r->stat.ephemeralOwner == 0 &&
 				zk_time(r->stat.ctime) <
-				now - (int64) zklock_claim_retention * USECS_PER_SEC)
+				wall - (int64) zklock_claim_retention * USECS_PER_SEC)
 				zk_call_delete(p, T_SWEEP_DEL, r->path, r->stat.version);
 			break;
 		case T_SWEEP_DEL:
@@ -683,11 +714,11 @@ claim_reload(void)
 static void
 claim_run(void)
 {
-	TimestampTz now;
+	ZkMono		now;
 
 	if (claims_part == NULL || !zk_connected() || claims_part->inflight > 0)
 		return;
-	now = GetCurrentTimestamp();
+	now = zk_mono_now();
 	if ((reopen != NIL && now >= next_reopen) ||
 		(zklock_claim_retention > 0 && now >= next_sweep &&
 		 hash_get_num_entries(jobs) > 0))
