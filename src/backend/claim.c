@@ -3,8 +3,10 @@
  * claim.c
  *	  The SQL side of job claims: zk_job_claim() and zk_job_claims().
  *
- * A claim of (job, slot) belongs to the calling transaction (holdings.c)
- * and becomes final when it commits; the worker's side is
+ * A claim of (job, slot) belongs to the calling transaction and becomes
+ * final when it commits: this file keeps the transaction's claims, and
+ * holdings.c's transaction callbacks call it at PRE_COMMIT, PREPARE and the
+ * end of the (sub)transaction.  The worker's side is
  * worker/recipes/claim.c.  The slot names the claim's znode by its time in
  * UTC, so every caller that computes the same slot (date_trunc('minute',
  * now()), say) names the same node whatever its TimeZone.
@@ -19,9 +21,34 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "access/xact.h"
+#include "storage/ipc.h"
+#include "utils/memutils.h"
+
 #include "backend/args.h"
 #include "backend/holdings.h"
 #include "shared/protocol.h"
+
+/*
+ * Job claims of this transaction (zk_hold_claim), in TopMemoryContext:
+ * always transaction scope, made final at PRE_COMMIT, given up at the end
+ * of the transaction or of the subtransaction that took them.  Given up by
+ * an abort (or by an exit in the middle of the transaction), a claim that
+ * was made final is reopened by the worker: COMMIT can still fail after
+ * PRE_COMMIT (a serialization failure found at commit, another extension's
+ * pre-commit callback).
+ */
+typedef struct ZkClaim
+{
+	int			id;
+	uint32		generation;
+	SubTransactionId subid;
+	TimestampTz slot;
+	char	   *job;
+} ZkClaim;
+
+static List *claims = NIL;
+static bool claims_exit_registered = false;
 
 PG_FUNCTION_INFO_V1(zk_job_claim);
 Datum
@@ -173,4 +200,196 @@ zk_job_claims(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* ---- the transaction's claims (bookkeeping) ---- */
+
+static char *
+claim_slot_text(const ZkClaim *c)
+{
+	return DatumGetCString(DirectFunctionCall1(timestamptz_out,
+											   TimestampTzGetDatum(c->slot)));
+}
+
+/*
+ * before_shmem_exit callback: a backend leaving in the middle of a
+ * transaction (FATAL, pg_terminate_backend) never commits it.
+ */
+static void
+claims_exit(int code, Datum arg)
+{
+	claims_release(TopSubTransactionId, true);
+}
+
+/*
+ * Claim (job, slot) for this transaction: true when the worker created the
+ * claim node (or this transaction holds it already), false at once when
+ * anyone else holds or has finished it.
+ */
+bool
+zk_hold_claim(const char *job, TimestampTz slot)
+{
+	ZkRequest	req;
+	ZkEntryState state;
+	ListCell   *lc;
+	int			id;
+	uint32		gen;
+
+	holdings_init();
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+
+		if (c->slot == slot && strcmp(c->job, job) == 0)
+			return true;		/* ours already; COMMIT checks it */
+	}
+
+	memset(&req, 0, sizeof(req));
+	req.kind = ZK_KIND_JOB_CLAIM;
+	req.name = job;
+	req.flags = ZKR_NOWAIT;
+	req.targ = slot;
+	id = zk_request(&req, &gen);
+	if (!claims_exit_registered)
+	{
+		/*
+		 * Registered after zk_request's own exit hook, so it runs first:
+		 * before that hook gives every entry up without a word, this one
+		 * gives the claims of an unfinished transaction up as aborted.
+		 */
+		before_shmem_exit(claims_exit, (Datum) 0);
+		claims_exit_registered = true;
+	}
+	state = zk_wait(id, gen, 0);
+	if (state == ZKE_LOST)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("zklock lost its ZooKeeper session while claiming job \"%s\"",
+						job),
+				 errhint("Retry the call.")));
+	if (state != ZKE_HELD)
+		return false;
+
+	PG_TRY();
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		ZkClaim    *c = palloc(sizeof(ZkClaim));
+
+		c->id = id;
+		c->generation = gen;
+		c->subid = GetCurrentSubTransactionId();
+		c->slot = slot;
+		c->job = pstrdup(job);
+		claims = lappend(claims, c);
+		MemoryContextSwitchTo(old);
+		zk_entry_publish(id, gen, 0, 1, false);
+	}
+	PG_CATCH();
+	{
+		zk_give_up(id, gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return true;
+}
+
+/*
+ * Give up the claims taken in subids >= from (holdings.c, at the end of the
+ * transaction or subtransaction).  aborted: the transaction did not
+ * commit, so the worker reopens those made final.  Never throws, never
+ * waits.
+ */
+void
+claims_release(SubTransactionId from, bool aborted)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+
+		if (c->subid < from)
+			continue;
+		if (aborted)
+			zk_give_up_asking(c->id, c->generation, ZK_ASK_REOPEN);
+		else
+			zk_give_up(c->id, c->generation);
+		claims = foreach_delete_current(claims, lc);
+		pfree(c->job);
+		pfree(c);
+	}
+}
+
+static void
+claim_lost_error(const ZkClaim *c)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("zklock job claim \"%s\" for slot %s held by this transaction was lost",
+					c->job, claim_slot_text(c)),
+			 errdetail("Its ZooKeeper session ended or could not be confirmed in time, so another client may claim the slot."),
+			 errhint("Roll back and retry the transaction.")));
+}
+
+/*
+ * PRE_COMMIT (holdings.c): make every claim of the transaction final, one
+ * after another.  Any failure fails the COMMIT with 40001, and the abort
+ * that follows gives the claims up (the slot is open again).
+ */
+void
+claims_pre_commit(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+		MemoryContext ccxt = CurrentMemoryContext;
+
+		if (!zk_entry_valid(c->id, c->generation, NULL))
+			claim_lost_error(c);
+		PG_TRY();
+		{
+			zk_ask(c->id, c->generation, ZK_ASK_FINALIZE,
+				   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   zklock_session_timeout));
+		}
+		PG_CATCH();
+		{
+			ErrorData  *ed;
+
+			/* whatever went wrong, the commit fails as for a lost lock */
+			MemoryContextSwitchTo(ccxt);
+			ed = CopyErrorData();
+			FlushErrorState();
+			ed->sqlerrcode = ERRCODE_T_R_SERIALIZATION_FAILURE;
+			if (ed->hint == NULL)
+				ed->hint = pstrdup("The transaction is rolled back and the slot stays open; retry it.");
+			ReThrowError(ed);
+		}
+		PG_END_TRY();
+	}
+}
+
+/* PRE_PREPARE (holdings.c): a claim cannot outlive this backend's session. */
+void
+claims_pre_prepare(void)
+{
+	if (claims != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that holds zklock job claims"),
+				 errdetail("The claim of job \"%s\" is held by this backend's ZooKeeper session and cannot outlive it.",
+						   ((ZkClaim *) linitial(claims))->job)));
+}
+
+/* A subtransaction committed: its parent inherits its claims. */
+void
+claims_subcommit(SubTransactionId mySubid, SubTransactionId parentSubid)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+		if (((ZkClaim *) lfirst(lc))->subid == mySubid)
+			((ZkClaim *) lfirst(lc))->subid = parentSubid;
 }
