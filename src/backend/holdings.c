@@ -34,9 +34,7 @@
  * part being granted again in a new session beside parts that were lost.
  *
  * Double barrier memberships (zk_hold_barrier_enter/leave) are kept apart
- * from both, in double_barrier.c, and a transaction's job claims in
- * claim.c; this file's transaction callbacks tell claim.c when the
- * transaction commits, prepares or ends.
+ * from both, in double_barrier.c.
  *
  * What "held" means is shared/protocol.c's rule (zk_entry_check): the grant
  * belongs to the worker's current ZooKeeper session, confirmed lately.
@@ -96,7 +94,29 @@ static HTAB *holdings = NULL;
 /* numbers the acquiring calls (ZkAcq.call) */
 static uint32 last_call = 0;
 
+/*
+ * Job claims of this transaction (zk_hold_claim), in TopMemoryContext:
+ * always transaction scope, made final at PRE_COMMIT, given up at the end
+ * of the transaction or of the subtransaction that took them.  Given up by
+ * an abort (or by an exit in the middle of the transaction), a claim that
+ * was made final is reopened by the worker: COMMIT can still fail after
+ * PRE_COMMIT (a serialization failure found at commit, another extension's
+ * pre-commit callback).
+ */
+typedef struct ZkClaim
+{
+	int			id;
+	uint32		generation;
+	SubTransactionId subid;
+	TimestampTz slot;
+	char	   *job;
+} ZkClaim;
+
+static List *claims = NIL;
+static bool claims_exit_registered = false;
+
 static void zk_xact_callback(XactEvent event, void *arg);
+static void release_claims(SubTransactionId from, bool aborted);
 static void zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								SubTransactionId parentSubid, void *arg);
 
@@ -107,17 +127,11 @@ is_lock_kind(ZkKind kind)
 		kind == ZK_KIND_WRITE;
 }
 
-/*
- * Set up the backend's bookkeeping and its transaction callbacks, once:
- * before anything is acquired or claimed.
- */
-void
+static void
 holdings_init(void)
 {
 	HASHCTL		ctl;
 
-	if (holdings != NULL)
-		return;
 	ctl.keysize = sizeof(ZkHoldingKey);
 	ctl.entrysize = sizeof(ZkHolding);
 	ctl.hcxt = TopMemoryContext;
@@ -993,6 +1007,175 @@ first_xact_holding(bool only_unsafe)
 	return NULL;
 }
 
+/* ---- job claims ---- */
+
+static char *
+claim_slot_text(const ZkClaim *c)
+{
+	return DatumGetCString(DirectFunctionCall1(timestamptz_out,
+											   TimestampTzGetDatum(c->slot)));
+}
+
+/*
+ * before_shmem_exit callback: a backend leaving in the middle of a
+ * transaction (FATAL, pg_terminate_backend) never commits it.
+ */
+static void
+claims_exit(int code, Datum arg)
+{
+	release_claims(TopSubTransactionId, true);
+}
+
+/*
+ * Claim (job, slot) for this transaction: true when the worker created the
+ * claim node (or this transaction holds it already), false at once when
+ * anyone else holds or has finished it.
+ */
+bool
+zk_hold_claim(const char *job, TimestampTz slot)
+{
+	ZkRequest	req;
+	ZkEntryState state;
+	ListCell   *lc;
+	int			id;
+	uint32		gen;
+
+	if (holdings == NULL)
+		holdings_init();
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+
+		if (c->slot == slot && strcmp(c->job, job) == 0)
+			return true;		/* ours already; COMMIT checks it */
+	}
+
+	memset(&req, 0, sizeof(req));
+	req.kind = ZK_KIND_JOB_CLAIM;
+	req.name = job;
+	req.flags = ZKR_NOWAIT;
+	req.targ = slot;
+	id = zk_request(&req, &gen);
+	if (!claims_exit_registered)
+	{
+		/*
+		 * Registered after zk_request's own exit hook, so it runs first:
+		 * before that hook gives every entry up without a word, this one
+		 * gives the claims of an unfinished transaction up as aborted.
+		 */
+		before_shmem_exit(claims_exit, (Datum) 0);
+		claims_exit_registered = true;
+	}
+	state = zk_wait(id, gen, 0);
+	if (state == ZKE_LOST)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("zklock lost its ZooKeeper session while claiming job \"%s\"",
+						job),
+				 errhint("Retry the call.")));
+	if (state != ZKE_HELD)
+		return false;
+
+	PG_TRY();
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		ZkClaim    *c = palloc(sizeof(ZkClaim));
+
+		c->id = id;
+		c->generation = gen;
+		c->subid = GetCurrentSubTransactionId();
+		c->slot = slot;
+		c->job = pstrdup(job);
+		claims = lappend(claims, c);
+		MemoryContextSwitchTo(old);
+		zk_entry_publish(id, gen, 0, 1, false);
+	}
+	PG_CATCH();
+	{
+		zk_give_up(id, gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return true;
+}
+
+/*
+ * Give up the claims taken in subids >= from.  aborted: the transaction did
+ * not commit, so the worker reopens those made final.  Never throws, never
+ * waits.
+ */
+static void
+release_claims(SubTransactionId from, bool aborted)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+
+		if (c->subid < from)
+			continue;
+		if (aborted)
+			zk_give_up_asking(c->id, c->generation, ZK_ASK_REOPEN);
+		else
+			zk_give_up(c->id, c->generation);
+		claims = foreach_delete_current(claims, lc);
+		pfree(c->job);
+		pfree(c);
+	}
+}
+
+static void
+claim_lost_error(const ZkClaim *c)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("zklock job claim \"%s\" for slot %s held by this transaction was lost",
+					c->job, claim_slot_text(c)),
+			 errdetail("Its ZooKeeper session ended or could not be confirmed in time, so another client may claim the slot."),
+			 errhint("Roll back and retry the transaction.")));
+}
+
+/*
+ * PRE_COMMIT: make every claim of the transaction final, one after
+ * another.  Any failure fails the COMMIT with 40001, and the abort that
+ * follows gives the claims up (the slot is open again).
+ */
+static void
+finalize_claims(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+		MemoryContext ccxt = CurrentMemoryContext;
+
+		if (!zk_entry_valid(c->id, c->generation, NULL))
+			claim_lost_error(c);
+		PG_TRY();
+		{
+			zk_ask(c->id, c->generation, ZK_ASK_FINALIZE,
+				   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   zklock_session_timeout));
+		}
+		PG_CATCH();
+		{
+			ErrorData  *ed;
+
+			/* whatever went wrong, the commit fails as for a lost lock */
+			MemoryContextSwitchTo(ccxt);
+			ed = CopyErrorData();
+			FlushErrorState();
+			ed->sqlerrcode = ERRCODE_T_R_SERIALIZATION_FAILURE;
+			if (ed->hint == NULL)
+				ed->hint = pstrdup("The transaction is rolled back and the slot stays open; retry it.");
+			ReThrowError(ed);
+		}
+		PG_END_TRY();
+	}
+}
+
 static void
 zk_xact_callback(XactEvent event, void *arg)
 {
@@ -1005,10 +1188,15 @@ zk_xact_callback(XactEvent event, void *arg)
 			if ((h = first_xact_holding(true)) != NULL)
 				lost_in_xact_error(h);
 			/* the last thing that can fail: the claims become final */
-			claims_pre_commit();
+			finalize_claims();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			claims_pre_prepare();
+			if (claims != NIL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds zklock job claims"),
+						 errdetail("The claim of job \"%s\" is held by this backend's ZooKeeper session and cannot outlive it.",
+								   ((ZkClaim *) linitial(claims))->job)));
 			if ((h = first_xact_holding(false)) != NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -1024,7 +1212,7 @@ zk_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			release_xact(TopSubTransactionId);
-			claims_release(TopSubTransactionId,
+			release_claims(TopSubTransactionId,
 						   event == XACT_EVENT_ABORT ||
 						   event == XACT_EVENT_PARALLEL_ABORT);
 			/* what the transaction held is free when COMMIT returns */
@@ -1042,11 +1230,17 @@ zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		release_xact(mySubid);
-		claims_release(mySubid, true);
+		release_claims(mySubid, true);
 		zk_await_released(false);
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
-		claims_subcommit(mySubid, parentSubid);
+	{
+		ListCell   *lc;
+
+		foreach(lc, claims)
+			if (((ZkClaim *) lfirst(lc))->subid == mySubid)
+				((ZkClaim *) lfirst(lc))->subid = parentSubid;
+	}
 	if (event == SUBXACT_EVENT_COMMIT_SUB && holdings != NULL)
 	{
 		HASH_SEQ_STATUS status;

@@ -36,10 +36,9 @@ extern bool zk_hold_barrier_leave(const char *name, int64 timeout_ms);
 extern void zk_hold_barrier_drop_all(void);
 
 /*
- * Between the backend's files: one node, asked for and waited for, the
- * zklock.session_locks check and the set-up (holdings.c, for
- * double_barrier.c and claim.c), and the claims' part of the transaction
- * callbacks (claim.c).  Hidden: the names do not leave zklock.so.
+ * One node, asked for and waited for, and the zklock.session_locks check
+ * (holdings.c), for double_barrier.c.  Hidden: the names do not leave
+ * zklock.so.
  */
 #ifdef __GNUC__
 #pragma GCC visibility push(hidden)
@@ -49,14 +48,6 @@ extern ZkEntryState take_node(ZkKind kind, const char *name, int flags,
 							  int32 arg, int *id, uint32 *generation);
 extern void check_session_scope(const char *what, const char *name,
 								const char *instead);
-extern void holdings_init(void);
-
-/* the transaction's job claims (claim.c), for holdings.c's callbacks */
-extern void claims_pre_commit(void);
-extern void claims_pre_prepare(void);
-extern void claims_release(SubTransactionId from, bool aborted);
-extern void claims_subcommit(SubTransactionId mySubid,
-							 SubTransactionId parentSubid);
 #ifdef __GNUC__
 #pragma GCC visibility pop
 #endif
