@@ -122,7 +122,7 @@ zk_hold_barrier_enter(const char *name, int32 members, int64 timeout_ms)
 	int			id;
 	uint32		gen;
 
-	check_session_scope("double barrier membership", name, NULL);
+	zk_check_session_scope("double barrier membership", name, NULL);
 	if (m != NULL)
 	{
 		if (zk_entry_check(m->id, m->generation, NULL) != ZKE_LOST)

@@ -60,6 +60,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "backend/args.h"
 #include "backend/holdings.h"
 #include "shared/protocol.h"
 
@@ -649,48 +650,6 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 }
 
 /*
- * With zklock.session_locks off, refuse a session-scope acquisition of
- * "what" (a kind's name) "name": behind a connection pooler in transaction
- * mode it would outlive the transaction and pass to the pool's next client.
- * instead: the functions to use instead (NULL: there are none).  Checked
- * before anything is looked up or sent, re-entrant acquisitions included.
- */
-void
-check_session_scope(const char *what, const char *name, const char *instead)
-{
-	if (zklock_session_locks)
-		return;
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("cannot acquire session-scope zklock %s \"%s\"", what, name),
-			 errdetail("zklock.session_locks is off: a session-scope holding outlives its transaction, and behind a connection pooler in transaction mode it would pass to the next client of the server connection."),
-			 instead ?
-			 errhint("Use %s, which ends with the transaction, or have zklock.session_locks turned on where sessions are not shared.",
-					 instead) :
-			 errhint("It has no transaction-scope variant; use it only where sessions are not shared, with zklock.session_locks on.")));
-}
-
-/* The transaction-scope functions to use instead of a kind's session ones. */
-static const char *
-xact_variant(ZkKind kind)
-{
-	switch (kind)
-	{
-		case ZK_KIND_LOCK:
-			return "zk_lock_acquire_xact() or zk_lock_try_xact()";
-		case ZK_KIND_READ:
-			return "zk_rwlock_read_xact()";
-		case ZK_KIND_WRITE:
-			return "zk_rwlock_write_xact()";
-		case ZK_KIND_SEMAPHORE:
-			return "zk_semaphore_acquire_xact()";
-		default:
-			break;
-	}
-	return NULL;
-}
-
-/*
  * Acquire (kind, name); revocable: let go when someone asks the holders to
  * (see let_go_revoked).
  */
@@ -701,7 +660,8 @@ zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	bool		ok;
 
 	if (!xact)
-		check_session_scope(zk_kind_name(kind), name, xact_variant(kind));
+		zk_check_session_scope(zk_kind_name(kind), name,
+							   zk_xact_variant(kind));
 	ok = hold_acquire(kind, name, xact, timeout_ms, max_leases, 1,
 					  revocable ? ZKR_REVOCABLE : 0, 0);
 	zk_await_released(true);	/* what a failed attempt gave up */
@@ -721,7 +681,7 @@ zk_hold_acquire_leases(const char *name, bool xact, int64 timeout_ms,
 
 	Assert(qty >= 1 && qty <= max_leases);
 	if (!xact)
-		check_session_scope("semaphore", name,
+		zk_check_session_scope("semaphore", name,
 							"zk_semaphore_acquire_leases_xact()");
 	ok = hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout_ms,
 					  max_leases, qty, 0, 0);
@@ -751,7 +711,7 @@ zk_hold_acquire_all(char **names, int n, bool xact, int64 timeout_ms)
 	int			u = 0;
 
 	if (!xact)
-		check_session_scope("lock", names[0], "zk_lock_acquire_all_xact()");
+		zk_check_session_scope("lock", names[0], "zk_lock_acquire_all_xact()");
 
 	/* name order, duplicates once */
 	qsort(names, n, sizeof(char *), name_cmp);

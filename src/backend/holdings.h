@@ -36,9 +36,8 @@ extern bool zk_hold_barrier_leave(const char *name, int64 timeout_ms);
 extern void zk_hold_barrier_drop_all(void);
 
 /*
- * One node, asked for and waited for, and the zklock.session_locks check
- * (holdings.c), for double_barrier.c.  Hidden: the names do not leave
- * zklock.so.
+ * One node, asked for and waited for (holdings.c), for double_barrier.c.
+ * Hidden: the name does not leave zklock.so.
  */
 #ifdef __GNUC__
 #pragma GCC visibility push(hidden)
@@ -46,8 +45,6 @@ extern void zk_hold_barrier_drop_all(void);
 extern ZkEntryState take_node(ZkKind kind, const char *name, int flags,
 							  int64 expect_session, TimestampTz deadline,
 							  int32 arg, int *id, uint32 *generation);
-extern void check_session_scope(const char *what, const char *name,
-								const char *instead);
 #ifdef __GNUC__
 #pragma GCC visibility pop
 #endif
