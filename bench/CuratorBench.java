@@ -31,19 +31,23 @@
  *                   the time between consecutive grants (ROUNDS rounds, from
  *                   the environment variable BENCH_CHAIN_ROUNDS, default 1)
  *
- * warmup:N answers "result warmup N 0 0 0 0".
+ * warmup:N answers "result warmup N 0 0 0 0 -".
  * A timed scenario runs WARMUP seconds unmeasured, then counts the cycles
  * that end within SECONDS.  For each scenario prints one line
  *
- *   result SCENARIO THREADS CYCLES_PER_S P50_MS P99_MS CYCLES [NOTE]
+ *   result SCENARIO THREADS CYCLES_PER_S P50_MS P99_MS CYCLES WINDOWS [NOTE]
  *
  * (nearest-rank percentiles of the cycle latency; for chain, of the
- * handoff intervals, and the rate is handoffs per second).
+ * handoff intervals, and the rate is handoffs per second).  WINDOWS is
+ * FROM:TO, the measured window in wall-clock epoch seconds (for bench/run's
+ * ZooKeeper CPU samples); for chain one per round, separated by commas,
+ * from the gate's release to the last grant.
  */
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -104,13 +108,28 @@ public class CuratorBench
 		return sorted[rank - 1] / 1e6;
 	}
 
+	/* Wall-clock epoch seconds of a System.nanoTime() value. */
+	private static double epochOf(long nanoTime)
+	{
+		long nanoNow = System.nanoTime();
+		Instant wall = Instant.now();
+
+		return wall.getEpochSecond() + wall.getNano() / 1e9 + (nanoTime - nanoNow) / 1e9;
+	}
+
+	/* "FROM:TO" of a window given in System.nanoTime() values. */
+	private static String window(long from, long to)
+	{
+		return String.format("%.6f:%.6f", epochOf(from), epochOf(to));
+	}
+
 	private static void report(String scenario, int threads, double rate,
-							   long[] values, int n, String note)
+							   long[] values, int n, String windows, String note)
 	{
 		Arrays.sort(values, 0, n);
-		System.out.printf("result %s %d %.1f %.3f %.3f %d%s%n", scenario, threads, rate,
+		System.out.printf("result %s %d %.1f %.3f %.3f %d %s%s%n", scenario, threads, rate,
 						  percentileMs(values, n, 0.50), percentileMs(values, n, 0.99), n,
-						  note.isEmpty() ? "" : " " + note);
+						  windows, note.isEmpty() ? "" : " " + note);
 		System.out.flush();
 	}
 
@@ -192,7 +211,7 @@ public class CuratorBench
 		String note = "";
 		if (scenario.equals("hot2"))
 			note = String.format("instances=%.1f/%.1f", perGroup[0] / seconds, perGroup[1] / seconds);
-		report(scenario, n, total / seconds, all, total, note);
+		report(scenario, n, total / seconds, all, total, window(from, to), note);
 	}
 
 	/*
@@ -204,6 +223,7 @@ public class CuratorBench
 	{
 		Longs intervals = new Longs();
 		long totalNs = 0;
+		StringBuilder windows = new StringBuilder();
 
 		for (int r = 0; r < rounds; r++)
 		{
@@ -255,12 +275,14 @@ public class CuratorBench
 				prev = d;
 			}
 			totalNs += done[n - 1] - released;
+			windows.append(windows.length() > 0 ? "," : "").append(window(released, done[n - 1]));
 			/* per-thread sessions of this round */
 			if (!shared)
 				while (clients.size() > 1)
 					clients.remove(clients.size() - 1).close();
 		}
-		report("chain", n, intervals.n / (totalNs / 1e9), intervals.a, intervals.n, "");
+		report("chain", n, intervals.n / (totalNs / 1e9), intervals.a, intervals.n,
+			   windows.toString(), "");
 	}
 
 	/* Run one scenario given as SCENARIO:THREADS. */
@@ -294,7 +316,7 @@ public class CuratorBench
 					break;
 				case "warmup":
 					timed(scenario, tc, group, (t, c) -> base + "/t" + t, false, 3 * warmup, 0);
-					System.out.println("result warmup " + n + " 0 0 0 0");
+					System.out.println("result warmup " + n + " 0 0 0 0 -");
 					System.out.flush();
 					break;
 				case "hot":

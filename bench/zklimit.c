@@ -11,7 +11,13 @@
  * protected name) pipelined with getChildren of the lock's parent, the node
  * checked to be the lowest, then an asynchronous delete, and at once the
  * next cycle (the delete is not waited for: ZooKeeper handles a session's
- * requests in order, so the next listing no longer shows the node).
+ * requests in order, so the next listing no longer shows the node).  This
+ * "fire-and-forget" release returns before the lock is free.
+ *
+ * With --wait-delete a chain's next cycle starts only when its delete has
+ * been answered: a release that is visible when it returns, as zklock's
+ * and Curator's are.  A cycle is then two writes in sequence (the create,
+ * pipelined with the listing, then the delete).
  *
  * Like zklock's worker, it takes every reply already on the socket in one
  * go and corks the socket while the completions send the next requests, so
@@ -23,13 +29,16 @@
  * pipeline, ahead of the node, and NODEEXISTS from it is ignored, so that a
  * first acquire is one round trip too.
  *
- * Usage: zklimit [--new-names] [--warmup SECONDS] CONNECT CHAINS SECONDS
+ * Usage: zklimit [--new-names] [--wait-delete] [--warmup SECONDS]
+ *				  CONNECT CHAINS SECONDS
  *
  * Prints one line
- *		result CYCLES_PER_S P50_MS P99_MS CYCLES
- * counting the cycles that ended within SECONDS after the warm-up; latency
- * runs from sending the create to the listing's answer.  Exits 1 on any
- * ZooKeeper error (a lost connection included).
+ *		result CYCLES_PER_S P50_MS P99_MS CYCLES FROM TO
+ * counting the cycles that ended within SECONDS after the warm-up, FROM to
+ * TO (wall-clock epoch seconds, for bench/run's ZooKeeper CPU samples).  A
+ * cycle ends, and its latency runs from sending the create to, the
+ * listing's answer, or with --wait-delete the delete's answer.  Exits 1 on
+ * any ZooKeeper error (a lost connection included).
  *
  * Build: cc -O2 -o zklimit zklimit.c -lzookeeper_st
  *
@@ -66,6 +75,7 @@ typedef struct Chain
 static zhandle_t *zh;
 static bool connected;
 static bool new_names;
+static bool wait_delete;
 static char root[64];
 static double measure_from;		/* window of counted cycles */
 static double measure_to;
@@ -83,6 +93,16 @@ now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Seconds since the epoch, on the wall clock. */
+static double
+wall_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -188,6 +208,25 @@ sequence_of(const char *name)
 
 static void start_cycle(Chain *c);
 
+/* A cycle of chain c ended at t: count it if within the window. */
+static void
+cycle_ended(Chain *c, double t)
+{
+	if (t < measure_from || t >= measure_to)
+		return;
+	if (n_latencies == max_latencies)
+	{
+		max_latencies = max_latencies ? 2 * max_latencies : 65536;
+		latencies = realloc(latencies, max_latencies * sizeof(double));
+		if (!latencies)
+		{
+			perror("zklimit");
+			exit(1);
+		}
+	}
+	latencies[n_latencies++] = t - c->started;
+}
+
 static void
 void_done(int rc, const void *data)
 {
@@ -224,6 +263,20 @@ parent_done(int rc, const char *value, const void *data)
 		fail("create parent", rc);
 }
 
+/* With --wait-delete, the delete's answer: the cycle is complete. */
+static void
+delete_done(int rc, const void *data)
+{
+	Chain	   *c = (Chain *) data;
+
+	outstanding--;
+	if (rc != ZOK)
+		fail("delete", rc);
+	cycle_ended(c, now());
+	if (!stopping)
+		start_cycle(c);
+}
+
 /* The listing's answer: the cycle's acquire is complete. */
 static void
 children_done(int rc, const struct String_vector *strings, const void *data)
@@ -257,21 +310,17 @@ children_done(int rc, const struct String_vector *strings, const void *data)
 		exit(1);
 	}
 
-	if (t >= measure_from && t < measure_to)
+	if (wait_delete)
 	{
-		if (n_latencies == max_latencies)
-		{
-			max_latencies = max_latencies ? 2 * max_latencies : 65536;
-			latencies = realloc(latencies, max_latencies * sizeof(double));
-			if (!latencies)
-			{
-				perror("zklimit");
-				exit(1);
-			}
-		}
-		latencies[n_latencies++] = t - c->started;
+		/* release; the cycle ends with the delete's answer */
+		outstanding++;
+		rc = zoo_adelete(zh, c->node, -1, delete_done, c);
+		if (rc != ZOK)
+			fail("delete", rc);
+		return;
 	}
 
+	cycle_ended(c, t);
 	/* release, and go on without waiting for it */
 	outstanding++;
 	rc = zoo_adelete(zh, c->node, -1, void_done, "delete");
@@ -347,7 +396,7 @@ percentile_ms(double q)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: zklimit [--new-names] [--warmup SECONDS] CONNECT CHAINS SECONDS\n");
+	fprintf(stderr, "usage: zklimit [--new-names] [--wait-delete] [--warmup SECONDS] CONNECT CHAINS SECONDS\n");
 	exit(2);
 }
 
@@ -355,6 +404,7 @@ int
 main(int argc, char **argv)
 {
 	double		warmup = 1;
+	double		wall_offset;
 	double		seconds;
 	int			nchains;
 	const char *connect;
@@ -366,6 +416,8 @@ main(int argc, char **argv)
 	{
 		if (strcmp(argv[1], "--new-names") == 0)
 			new_names = true;
+		else if (strcmp(argv[1], "--wait-delete") == 0)
+			wait_delete = true;
 		else if (strcmp(argv[1], "--warmup") == 0 && argc > 2)
 		{
 			warmup = atof(argv[2]);
@@ -427,6 +479,7 @@ main(int argc, char **argv)
 	run_until(NULL, now() + 30, 0);
 
 	/* the run */
+	wall_offset = wall_now() - now();
 	measure_from = now() + warmup;
 	measure_to = measure_from + seconds;
 	for (i = 0; i < nchains; i++)
@@ -436,9 +489,9 @@ main(int argc, char **argv)
 	run_until(NULL, now() + 30, 0);
 
 	qsort(latencies, n_latencies, sizeof(double), compare_double);
-	printf("result %.1f %.3f %.3f %zu\n",
+	printf("result %.1f %.3f %.3f %zu %.6f %.6f\n",
 		   n_latencies / seconds, percentile_ms(0.50), percentile_ms(0.99),
-		   n_latencies);
+		   n_latencies, measure_from + wall_offset, measure_to + wall_offset);
 
 	zookeeper_close(zh);
 	return 0;
