@@ -647,18 +647,15 @@ new_request(int id)
 	{
 		ZkOpen	   *o = open_entry(d->kind, e->name, HASH_FIND);
 
+		/* an open part is never dropping: zk_part_drop closes it first */
 		if (o)
 			p = o->part;
-		if (p && p->dropping && (p->phase == NODE_DELETING || p->last_calls))
-			p = NULL;			/* too late to keep: its delete, or its last
-								 * calls, are sent */
-		if (p == NULL)
+		else
 		{
 			p = new_part(d, e->name);
 			o = open_entry(d->kind, e->name, HASH_ENTER);
 			o->part = p;
 		}
-		p->dropping = false;
 		p->retain_until = 0;
 		attach(p, id);
 		if (p->holds || p->evaluated)
