@@ -270,6 +270,54 @@ ok(poll_session($sb, claim_sql('report', $S9), 't', timeout => 30),
 $holder->query_ok('ROLLBACK');
 $_->quit foreach ($holder, $claimer);
 
+note 'a failed COMMIT returns once its final claim is reopened';
+
+# As above, but ZooKeeper is only paused for a moment while the claimer's
+# COMMIT fails: the ROLLBACK of its claim waits for the reopening (the
+# session is still vouched for), and a claim of the slot made right after
+# the COMMIT returned gets it.  Were the reopening left to after the
+# return, that claim's create would reach ZooKeeper before the reopening's
+# delete and find the slot taken.
+my $S10 = '2026-03-01 18:00+00';
+$holder = session($pb);
+$claimer = session($pa);
+$holder->query_ok('BEGIN');
+$holder->query_ok('INSERT INTO dq VALUES (10)');
+$claimer->query_ok('BEGIN');
+$claimer->query_ok('SELECT count(*) FROM dq');
+is($claimer->query_ok(claim_sql('report', $S10)), 't', 'a claims a slot');
+$claimer->query_ok('INSERT INTO dq VALUES (10)');
+$claimer->send('COMMIT');
+ok( poll_until(
+		sub {
+			$pb->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
+				  . "AND wait_event_type = 'Lock'") eq '1';
+		},
+		timeout => 30),
+	'its COMMIT waits for the remote COMMIT, after the claim was made final');
+$zk->pause_node(1);
+is(($holder->query('COMMIT'))[1], '', 'the transaction of b commits its row');
+# the claimer's COMMIT fails; its rollback cannot reopen the claim while
+# ZooKeeper is paused, and does not return before it has
+poll_until(
+	sub {
+		$claimer->done
+		  || $pa->safe_psql('postgres',
+			'SELECT wait_event_type FROM pg_stat_activity WHERE pid = '
+			  . $claimer->pid) eq 'Extension';
+	},
+	timeout => 30,
+	interval => 0.02);
+ok(!$claimer->done,
+	'the failed COMMIT waits while its final claim cannot be reopened');
+$zk->resume_node(1);
+($out, $err) = $claimer->result;
+is(sqlstate($err), '23505', 'the claimer\'s COMMIT failed');
+is($claimer->query_ok(claim_sql('report', $S10)), 't',
+	'a claim of the slot right after that COMMIT returned gets it');
+$_->quit foreach ($holder, $claimer);
+
 # ---------------------------------------------------------------------------
 note 'zklock.claim_retention removes old final claims';
 
