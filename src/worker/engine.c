@@ -145,15 +145,18 @@ attach(ZkPart *p, int id)
 }
 
 /*
- * Is the part's node still in ZooKeeper on behalf of entries done with it?
- * Not once the node is gone, nor while the part keeps it for entries it
- * still serves (the lock then has a new holder or waiter) or retains it
- * (zklock.retain_time, whose README text says so).
+ * Is the part's node still in ZooKeeper on behalf of entries done with it,
+ * or is its driver still at work for them (busy)?  Not once the node is
+ * gone, nor while the part keeps it for entries it still serves (the lock
+ * then has a new holder or waiter) or retains it (zklock.retain_time,
+ * whose README text says so).
  */
 static bool
 node_pending(ZkPart *p)
 {
-	return p->dropping && !p->dead && p->phase != NODE_NONE;
+	return !p->dead &&
+		((p->dropping && p->phase != NODE_NONE) ||
+		 (p->driver->busy && p->driver->busy(p)));
 }
 
 /*
@@ -551,6 +554,11 @@ advance(ZkPart *p)
 		switch (p->phase)
 		{
 			case NODE_NONE:
+				if (d->busy && d->busy(p))
+				{
+					p->busy_wait = true;	/* settle_busy() looks again */
+					return;
+				}
 				if (d->dropped && !p->last_calls && zk_connected())
 				{
 					p->last_calls = true;
@@ -875,6 +883,27 @@ process_fired(ZkFired *f)
 }
 
 /*
+ * Parts kept for their driver's work (busy_wait): once it is done, their
+ * given-up entries are freed and the parts go (advance).
+ */
+static void
+settle_busy(void)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &parts)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+
+		if (p->busy_wait && !p->driver->busy(p))
+		{
+			p->busy_wait = false;
+			advance(p);
+		}
+	}
+}
+
+/*
  * Act on everything the ZooKeeper client delivered in this turn (answers,
  * fired watches) and on the engine's timers.  Called by the worker loop
  * after zookeeper_process() returned.
@@ -892,6 +921,7 @@ zk_engine_run(void)
 										  dlist_pop_head_node(&fired)));
 	}
 	expire_retained();
+	settle_busy();
 	reconcile();
 	DRIVER_HOOKS(run);
 }

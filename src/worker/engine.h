@@ -111,6 +111,7 @@ struct ZkPart
 	bool		holds;			/* our node holds the recipe */
 	bool		dropping;		/* to be deleted once nothing needs it */
 	bool		last_calls;		/* the driver's dropped() has run */
+	bool		busy_wait;		/* kept while the driver's busy() says so */
 	bool		dead;			/* to be freed once no call refers to it */
 
 	/* the entries it serves (ZkOp links), holders and waiters in order */
@@ -222,6 +223,14 @@ struct ZkDriver
 	 * session ends first (the engine then frees the part at once).
 	 */
 	void		(*dropped) (ZkPart *p);
+
+	/*
+	 * The driver still works in ZooKeeper on behalf of the part's entries
+	 * that were given up (a job claim being reopened): while it says so,
+	 * their releases wait and a dropped part is kept.  Asked again every
+	 * turn; it must turn false by itself (done, or given up).
+	 */
+	bool		(*busy) (ZkPart *p);
 
 	/*
 	 * Drivers that keep parts of the instance itself (the leader latch):

@@ -83,6 +83,9 @@
 #define CLAIM_FINALIZING 4		/* the multi is on its way */
 #define CLAIM_FINAL		5		/* made final: its transaction decides */
 #define CLAIM_OVER		6		/* taken by someone else, failed, or settled */
+#define CLAIM_REOPENING	7		/* its transaction aborted after the claim
+								 * was made final (or might have been): its
+								 * release waits for the reopening */
 
 #define NONCE_LEN		16		/* hex digits */
 #define MAX_JOBS		10000
@@ -97,6 +100,7 @@ typedef struct ReopenItem
 	char		nonce[NONCE_LEN + 1];
 	ZkMono		not_before;		/* not looked at before (0: at once) */
 	bool		deleting;		/* its delete is on its way */
+	bool		refused;		/* ZooKeeper refused to read or delete it */
 } ReopenItem;
 
 static ZkPart *claims_part;		/* the claims' own part */
@@ -173,6 +177,7 @@ reopen_add(const char *path, const char *data, ZkMono not_before)
 	data_nonce(data, it->nonce);
 	it->not_before = not_before;
 	it->deleting = false;
+	it->refused = false;
 	reopen = lappend(reopen, it);
 	MemoryContextSwitchTo(old);
 	if (not_before == 0)
@@ -419,14 +424,18 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 		 * The transaction aborted and gave the entry up.  A claim it made
 		 * final goes on the reopen list; one still being made final is
 		 * there already (T_CLAIM_FINAL settles it); any other has only an
-		 * ephemeral node, which the engine deletes with the entry.
+		 * ephemeral node, which the engine deletes with the entry.  Until
+		 * a due reopening is done, the release waits (claim_busy), so that
+		 * the failed COMMIT returns with the slot open again.
 		 */
 		if (p->step == CLAIM_FINAL)
 		{
 			claim_path(p, path, sizeof(path));
 			reopen_add(path, p->extra, 0);
-			p->step = CLAIM_OVER;
+			p->step = CLAIM_REOPENING;
 		}
+		else if (p->step == CLAIM_OVER)
+			p->step = CLAIM_REOPENING;	/* a failed finalize's, if due */
 		zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
 		return;
 	}
@@ -461,6 +470,25 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 	zk_call_finalize(p, T_CLAIM_FINAL, path, p->version, claim_data(p, "final"));
 }
 
+/*
+ * Does the release of an aborted claim wait for its reopening?  While its
+ * item is due and ZooKeeper has not refused to read or delete the node
+ * (a connection loss is tried again, and then the backend's wait ends by
+ * the rule of zk_lock_held).
+ */
+static bool
+claim_busy(ZkPart *p)
+{
+	char		path[ZK_PATH_MAX];
+	ReopenItem *it;
+
+	if (p->step != CLAIM_REOPENING || p->extra == NULL)
+		return false;
+	claim_path(p, path, sizeof(path));
+	it = reopen_find(path, p->extra);
+	return it != NULL && it->not_before == 0 && !it->refused;
+}
+
 static void claim_init(void);
 static void claim_reload(void);
 static void claim_run(void);
@@ -471,6 +499,7 @@ const ZkDriver zk_claim_driver = {
 	.form = ZK_FORM_NONE,
 	.step = claim_step,
 	.ask = claim_ask,
+	.busy = claim_busy,
 	.init = claim_init,
 	.reload = claim_reload,
 	.run = claim_run,
@@ -605,10 +634,20 @@ own_step(ZkPart *p, const ZkResult *r)
 
 				if (r->rc != ZOK && r->rc != ZNONODE)
 				{
+					bool		refused = !zk_is_connection_loss(r->rc) &&
+						r->rc != ZCLOSING && r->rc != ZBADVERSION;
+
 					foreach(lc, reopen)
-						if (r->tag == T_REOPEN_DEL &&
-							strcmp(((ReopenItem *) lfirst(lc))->path, r->path) == 0)
-							((ReopenItem *) lfirst(lc))->deleting = false;
+					{
+						ReopenItem *it = lfirst(lc);
+
+						if (strcmp(it->path, r->path) != 0)
+							continue;
+						if (r->tag == T_REOPEN_DEL)
+							it->deleting = false;
+						if (refused)
+							it->refused = true;	/* no release waits for it */
+					}
 					if (r->tag == T_REOPEN_GET &&
 						!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
 						ereport(WARNING,
