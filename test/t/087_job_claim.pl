@@ -238,27 +238,38 @@ $_->quit foreach ($holder, $claimer);
 
 note 'the claimer\'s backend terminated while its COMMIT waits';
 
+# b's holder inserts row k of dq; the claimer (on a) uses the foreign
+# table, claims the slot and inserts k too, so its COMMIT waits in
+# postgres_fdw's pre-commit, after zklock made the claim final.  Returns
+# the two sessions, the claimer's COMMIT sent.
+sub commit_waits_remotely
+{
+	my ($slot, $k) = @_;
+	my $holder = session($pb);
+	my $claimer = session($pa);
+	$holder->query_ok('BEGIN');
+	$holder->query_ok("INSERT INTO dq VALUES ($k)");
+	$claimer->query_ok('BEGIN');
+	$claimer->query_ok('SELECT count(*) FROM dq');
+	is($claimer->query_ok(claim_sql('report', $slot)), 't', 'a claims a slot');
+	$claimer->query_ok("INSERT INTO dq VALUES ($k)");
+	$claimer->send('COMMIT');
+	ok( poll_until(
+			sub {
+				$pb->safe_psql('postgres',
+					"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
+					  . "AND wait_event_type = 'Lock'") eq '1';
+			},
+			timeout => 30),
+		'its COMMIT waits for the remote COMMIT ...');
+	is($sb->query_ok(
+			"SELECT final FROM zk_job_claims('report') WHERE slot = '$slot'"),
+		't', '... after the claim was made final');
+	return ($holder, $claimer);
+}
+
 my $S9 = '2026-03-01 17:00+00';
-$holder = session($pb);
-$claimer = session($pa);
-$holder->query_ok('BEGIN');
-$holder->query_ok('INSERT INTO dq VALUES (9)');
-$claimer->query_ok('BEGIN');
-$claimer->query_ok('SELECT count(*) FROM dq');
-is($claimer->query_ok(claim_sql('report', $S9)), 't', 'a claims a slot');
-$claimer->query_ok('INSERT INTO dq VALUES (9)');
-$claimer->send('COMMIT');
-ok( poll_until(
-		sub {
-			$pb->safe_psql('postgres',
-				"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
-				  . "AND wait_event_type = 'Lock'") eq '1';
-		},
-		timeout => 30),
-	'its COMMIT waits for the remote COMMIT ...');
-is($sb->query_ok(
-		"SELECT final FROM zk_job_claims('report') WHERE slot = '$S9'"),
-	't', '... after the claim was made final');
+($holder, $claimer) = commit_waits_remotely($S9, 9);
 is($pa->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $claimer->pid . ')'),
 	't', 'the claimer\'s backend is terminated');
 ok( poll_until(
@@ -279,23 +290,7 @@ note 'a failed COMMIT returns once its final claim is reopened';
 # return, that claim's create would reach ZooKeeper before the reopening's
 # delete and find the slot taken.
 my $S10 = '2026-03-01 18:00+00';
-$holder = session($pb);
-$claimer = session($pa);
-$holder->query_ok('BEGIN');
-$holder->query_ok('INSERT INTO dq VALUES (10)');
-$claimer->query_ok('BEGIN');
-$claimer->query_ok('SELECT count(*) FROM dq');
-is($claimer->query_ok(claim_sql('report', $S10)), 't', 'a claims a slot');
-$claimer->query_ok('INSERT INTO dq VALUES (10)');
-$claimer->send('COMMIT');
-ok( poll_until(
-		sub {
-			$pb->safe_psql('postgres',
-				"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
-				  . "AND wait_event_type = 'Lock'") eq '1';
-		},
-		timeout => 30),
-	'its COMMIT waits for the remote COMMIT, after the claim was made final');
+($holder, $claimer) = commit_waits_remotely($S10, 10);
 $zk->pause_node(1);
 is(($holder->query('COMMIT'))[1], '', 'the transaction of b commits its row');
 # the claimer's COMMIT fails; its rollback cannot reopen the claim while
