@@ -156,6 +156,26 @@ zk_queue_locked(ZkEntry *e)
 }
 
 /*
+ * Forget the given-up entries the worker has freed; caller holds the lock.
+ * Returns how many are left.
+ */
+static int
+zk_prune_given_up_locked(void)
+{
+	int			n = 0;
+
+	for (int i = 0; i < ngiven_up; i++)
+	{
+		ZkEntry    *e = ZK_ENTRY(given_up[i].id);
+
+		if (e->generation == given_up[i].generation && e->state != ZKE_FREE)
+			given_up[n++] = given_up[i];
+	}
+	ngiven_up = n;
+	return n;
+}
+
+/*
  * Hand an entry to the worker for clean-up; caller holds the lock
  * exclusively.  The entry is remembered for zk_await_released(), unless
  * it is the answer of a one-shot request (listing, barrier): the worker
@@ -170,19 +190,7 @@ zk_release_locked(ZkEntry *e)
 	if (e->state == ZKE_DONE)
 		return;					/* a one-shot answer: freed at once, no node */
 	if (given_up != NULL && ngiven_up == zk_shared->num_entries)
-	{
-		/* full of entries nobody awaited: keep those not freed yet */
-		int			n = 0;
-
-		for (int i = 0; i < ngiven_up; i++)
-		{
-			ZkEntry    *g = ZK_ENTRY(given_up[i].id);
-
-			if (g->generation == given_up[i].generation && g->state != ZKE_FREE)
-				given_up[n++] = given_up[i];
-		}
-		ngiven_up = n;
-	}
+		(void) zk_prune_given_up_locked();	/* full of entries nobody awaited */
 	if (given_up != NULL && ngiven_up < zk_shared->num_entries)
 	{
 		given_up[ngiven_up].id = e - zk_shared->entries;
@@ -399,21 +407,13 @@ zk_await_released(bool interruptible)
 {
 	while (ngiven_up > 0)
 	{
-		int			n = 0;
+		int			n;
 		bool		may_complete;
 
 		if (ProcDiePending || proc_exit_inprogress)
 			break;
 		LWLockAcquire(zk_shared->lock, LW_SHARED);
-		for (int i = 0; i < ngiven_up; i++)
-		{
-			ZkEntry    *e = ZK_ENTRY(given_up[i].id);
-
-			if (e->generation == given_up[i].generation &&
-				e->state != ZKE_FREE)
-				given_up[n++] = given_up[i];
-		}
-		ngiven_up = n;
+		n = zk_prune_given_up_locked();
 		may_complete = zk_release_may_complete_locked();
 		LWLockRelease(zk_shared->lock);
 		if (n == 0 || !may_complete)
