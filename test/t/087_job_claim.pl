@@ -194,6 +194,25 @@ $pa->safe_psql('postgres',
 	  . "'${\ $pb->host }', port '${\ $pb->port }', dbname 'postgres'); "
 	  . 'CREATE USER MAPPING FOR CURRENT_USER SERVER b; '
 	  . "CREATE FOREIGN TABLE dq (k int) SERVER b OPTIONS (table_name 'dq')");
+# The claimer's COMMIT (sent) waits for postgres_fdw's remote COMMIT on b,
+# after zklock made the claim of slot final.
+sub remote_commit_waits
+{
+	my ($slot) = @_;
+	ok( poll_until(
+			sub {
+				$pb->safe_psql('postgres',
+					"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
+					  . "AND wait_event_type = 'Lock'") eq '1';
+			},
+			timeout => 30),
+		'its COMMIT waits for the remote COMMIT ...');
+	is($sb->query_ok(
+			"SELECT final FROM zk_job_claims('report') WHERE slot = '$slot'"),
+		't', '... after the claim was made final');
+	return;
+}
+
 my $S8 = '2026-03-01 16:00+00';
 my $holder = session($pb);
 my $claimer = session($pa);
@@ -206,17 +225,7 @@ is($claimer->query_ok(claim_sql('report', $S8)), 't', '... then claims a slot');
 $claimer->query_ok("INSERT INTO work VALUES ('S8')");
 $claimer->query_ok('INSERT INTO dq VALUES (8)');
 $claimer->send('COMMIT');
-ok( poll_until(
-		sub {
-			$pb->safe_psql('postgres',
-				"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
-				  . "AND wait_event_type = 'Lock'") eq '1';
-		},
-		timeout => 30),
-	'its COMMIT waits for the remote COMMIT ...');
-is($sb->query_ok(
-		"SELECT final FROM zk_job_claims('report') WHERE slot = '$S8'"),
-	't', '... after the claim was made final');
+remote_commit_waits($S8);
 my $losses = ZkFault::zk_status_of($pa)->{session_losses};
 $zk->pause_node(1);
 is(($holder->query('COMMIT'))[1], '', 'the transaction of b commits its row');
@@ -254,17 +263,7 @@ sub commit_waits_remotely
 	is($claimer->query_ok(claim_sql('report', $slot)), 't', 'a claims a slot');
 	$claimer->query_ok("INSERT INTO dq VALUES ($k)");
 	$claimer->send('COMMIT');
-	ok( poll_until(
-			sub {
-				$pb->safe_psql('postgres',
-					"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'postgres_fdw' "
-					  . "AND wait_event_type = 'Lock'") eq '1';
-			},
-			timeout => 30),
-		'its COMMIT waits for the remote COMMIT ...');
-	is($sb->query_ok(
-			"SELECT final FROM zk_job_claims('report') WHERE slot = '$slot'"),
-		't', '... after the claim was made final');
+	remote_commit_waits($slot);
 	return ($holder, $claimer);
 }
 
