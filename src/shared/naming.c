@@ -14,6 +14,8 @@
  *	- no segment may look like a node a recipe creates (see nodename.c), so
  *	  that no name can make another lock look held, for zklock, Curator or
  *	  Kazoo;
+ *	- the first segment may not be "zklock.instances" (ZK_INSTANCES_DIR:
+ *	  the session nodes of the instances' workers, worker/calls.c);
  *	- no segment after the first may be "leases" or "locks" (the children
  *	  of a semaphore in Curator's layout), "ready" (of a double barrier) or
  *	  "claims" (of a job's claims): lock "pool/leases" would otherwise be
@@ -75,6 +77,9 @@ zk_path_problem(const char *path, bool names)
 				return "A name must not contain a segment \".\" or \"..\".";
 			if (names && zk_looks_like_node(seg, len))
 				return "A segment of the name looks like a node that a lock recipe creates.";
+			if (names && nseg == 0 && len == strlen(ZK_INSTANCES_DIR) &&
+				memcmp(seg, ZK_INSTANCES_DIR, len) == 0)
+				return "The first segment \"" ZK_INSTANCES_DIR "\" is reserved: it holds the session nodes of the instances' workers.";
 			if (names && nseg > 0)
 				for (int i = 0; i < lengthof(reserved_segments); i++)
 					if (strlen(reserved_segments[i]) == len &&

@@ -31,6 +31,7 @@ bool		zklock_local_handoff = true;
 int			zklock_handoff_limit = 16;
 int			zklock_handoff_time = 50;
 int			zklock_retain_time = 0;
+int			zklock_write_batch = 64;
 char	   *zklock_leader_groups = NULL;
 int			zklock_claim_retention = 7 * 24 * 3600;
 bool		zklock_session_locks = true;
@@ -124,6 +125,14 @@ zk_define_settings(void)
 							0, 0, 10000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("zklock.write_batch",
+							"Most creates and deletes of lock nodes the worker sends to ZooKeeper in one multi transaction.",
+							"The acquires and releases of all backends that reach the worker together share one ZooKeeper transaction.  1 sends each on its own.",
+							&zklock_write_batch,
+							64, 1, 1000,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 	DefineCustomStringVariable("zklock.leader_groups",
 							   "Leader groups the instance takes part in (comma-separated names).",

@@ -78,6 +78,11 @@
 #define ZK_NODE_MAX			80
 /* Longest znode path we ever build. */
 #define ZK_PATH_MAX			(ZK_ROOT_MAX + ZK_NAME_MAX + 32 + ZK_NODE_MAX)
+/*
+ * The first segment no name may have: <zklock.root>/zklock.instances holds
+ * the session node of each instance's worker (worker/calls.c).
+ */
+#define ZK_INSTANCES_DIR	"zklock.instances"
 /* Room for an error message reported by the worker. */
 #define ZK_ERRMSG_MAX		256
 /* How much of a node's data (who created it) shared memory keeps. */
@@ -98,6 +103,7 @@ extern bool zklock_local_handoff;
 extern int	zklock_handoff_limit;
 extern int	zklock_handoff_time;
 extern int	zklock_retain_time;
+extern int	zklock_write_batch;
 extern char *zklock_leader_groups;
 extern int	zklock_claim_retention;
 extern bool zklock_session_locks;

@@ -150,6 +150,118 @@ zk_node_data(ZkPart *p)
 
 /* ---- calls ---- */
 
+/*
+ * The calls made in this turn and not sent yet, in the order they were
+ * made.  zk_calls_flush() sends them when the turn ends: the writes that
+ * may be coalesced (creates and deletes of the sequential protocol's nodes)
+ * first, together in multi transactions, then the others in order.
+ */
+static dlist_head outbox = DLIST_STATIC_INIT(outbox);
+static int	noutbox = 0;		/* calls on it */
+static int	nheld = 0;			/* of which the last flush held back */
+
+/*
+ * Batches of coalescible writes in flight, alone or in a multi: while
+ * MAX_WRITES_IN_FLIGHT are, the next ones wait for an answer and go
+ * together (see zk_calls_flush).  Calls of a session that ended do not
+ * count any more.
+ */
+#define MAX_WRITES_IN_FLIGHT	4
+static int	write_batches = 0;
+static uint32 write_epoch = 0;
+static uint32 flush_count = 0;
+
+/*
+ * A multi transaction of several calls' writes.  Its ops and results live
+ * until its answer; it is freed at the next flush (spent).
+ */
+typedef struct ZkMulti
+{
+	dlist_node	link;			/* on spent once answered */
+	int			n;				/* calls; a setData of the clock follows
+								 * when one of them is a create */
+	int			rc;
+	uint32		epoch;			/* write_epoch when sent */
+	bool		clock;
+	struct Stat clock_stat;
+	ZkCall	  **calls;
+	zoo_op_t   *ops;
+	zoo_op_result_t *results;
+} ZkMulti;
+
+static dlist_head spent = DLIST_STATIC_INIT(spent);
+
+/*
+ * The instance's session node, <zklock.root>/zklock.instances/<session id
+ * in hex>: an ephemeral node whose data names the instance (zk_node_data),
+ * and the clock of the multis that create nodes.  A create inside a multi
+ * is answered without a Stat (the ZooKeeper 3.8 C client has no create2 op
+ * for multi), yet the lock family's fencing tokens are made of its nodes'
+ * czxid.  So such a multi also sets the data of this node (to what it
+ * was): that op's answer has the node's Stat, whose mzxid is the zxid of
+ * the whole transaction, the czxid of every node it created.  Creates go
+ * in multis only while the node is known to exist in the current session.
+ */
+#define CLOCK_RETRY_MS		5000
+
+static char clock_path[ZK_PATH_MAX];
+static char *clock_data;
+static int64 clock_session = 0; /* session it exists in; 0: none known */
+static bool clock_creating = false;
+static TimestampTz clock_retry_at = 0;
+
+static void queue_parents(ZkPart *p, const char *path);
+
+static void
+session_node_path(char *buf, int64 session)
+{
+	snprintf(buf, ZK_PATH_MAX, "%s/%s/%016" INT64_MODIFIER "x",
+			 zklock_root, ZK_INSTANCES_DIR, (uint64) session);
+}
+
+/* Make the session node when the session has none; see above. */
+static void
+ensure_clock(void)
+{
+	ZkCall	   *c;
+
+	if (clock_session == zk_session() || clock_creating ||
+		!zk_connected() || GetCurrentTimestamp() < clock_retry_at)
+		return;
+	session_node_path(clock_path, zk_session());
+	if (clock_data)
+		pfree(clock_data);
+	clock_data = MemoryContextStrdup(engine_context,
+									 zk_node_data(reconciler));
+	clock_creating = true;
+	queue_parents(reconciler, clock_path);
+	c = new_call(reconciler, ZKC_CREATE, T_CLOCK, clock_path);
+	c->data = MemoryContextStrdup(engine_context, clock_data);
+	c->mode = ZOO_EPHEMERAL;
+	queue_call(c);
+}
+
+/* The answer to the create of the session node. */
+void
+zk_clock_answered(const ZkResult *r)
+{
+	char		path[ZK_PATH_MAX];
+
+	clock_creating = false;
+	session_node_path(path, zk_session());
+	/* NODEEXISTS: ours, from a create whose answer was lost */
+	if ((r->rc == ZOK || r->rc == ZNODEEXISTS) && zk_connected() &&
+		strcmp(r->path, path) == 0)
+		clock_session = zk_session();
+	else
+	{
+		elog(DEBUG1, "zklock: could not create the session node \"%s\": %s",
+			 clock_path, zerror(r->rc));
+		clock_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													 CLOCK_RETRY_MS);
+	}
+}
+
 ZkCall *
 new_call(ZkPart *p, ZkCallType type, int tag, const char *path)
 {
@@ -164,29 +276,46 @@ new_call(ZkPart *p, ZkCallType type, int tag, const char *path)
 	return c;
 }
 
-/* Note the result of sending a call: counted in flight, or failed now. */
 void
-sent(ZkCall *c, int rc)
+free_call(ZkCall *c)
 {
-	if (rc == ZOK)
-	{
-		c->part->inflight++;
-		c->part->calls++;
-		pg_atomic_fetch_add_u64(&zk_shared->n_zk_requests, 1);
-		return;
-	}
+	if (c->data)
+		pfree(c->data);
+	if (c->created)
+		pfree(c->created);
+	if (c->mem)
+		pfree(c->mem);
+	pfree(c->path);
+	pfree(c);
+}
 
-	/*
-	 * Not sent: the handle is closing or unusable (the session code notices
-	 * and the engine hears of it), or the request itself is bad.  Either
-	 * way the answer is this rc, delivered like any other so that the part
-	 * cannot wait for it forever.
-	 */
-	elog(DEBUG1, "zklock: ZooKeeper call not sent: %s", zerror(rc));
-	c->r.rc = rc;
+/*
+ * A call is made: it counts as in flight for its part from now on, and
+ * goes out when the turn ends (zk_calls_flush).
+ */
+void
+queue_call(ZkCall *c)
+{
 	c->part->inflight++;
 	c->part->calls++;
-	dlist_push_tail(&completed, &c->link);
+	dlist_push_tail(&outbox, &c->link);
+	noutbox++;
+}
+
+/* A batch of writes in flight was answered. */
+static void
+write_batch_done(uint32 epoch)
+{
+	if (epoch == write_epoch && write_batches > 0)
+		write_batches--;
+}
+
+/* The session's calls are gone (answered or not): nothing is in flight. */
+void
+zk_calls_session_lost(void)
+{
+	write_batches = 0;
+	write_epoch++;
 }
 
 /* Turn memory that cannot fail: NULL instead of an ERROR (callbacks). */
@@ -211,6 +340,9 @@ turn_strdup(const char *s)
 static void
 done(ZkCall *c, int rc)
 {
+	if (c->clocked)
+		write_batch_done(c->epoch);
+	c->clocked = false;
 	if (c->r.rc == ZOK)
 		c->r.rc = rc;
 	dlist_push_tail(&completed, &c->link);
@@ -242,8 +374,10 @@ string_done(int rc, const char *value, const void *data)
 	done((ZkCall *) data, rc);
 }
 
+/* a listing, with the parent's Stat (its cversion and pzxid) */
 static void
-strings_done(int rc, const struct String_vector *strings, const void *data)
+strings_stat_done(int rc, const struct String_vector *strings,
+				  const struct Stat *stat, const void *data)
 {
 	ZkCall	   *c = (ZkCall *) data;
 
@@ -259,10 +393,15 @@ strings_done(int rc, const struct String_vector *strings, const void *data)
 		if (rc == ZOK)
 			c->r.nchildren = strings->count;
 	}
+	if (rc == ZOK && stat)
+	{
+		c->r.stat = *stat;
+		c->r.has_stat = true;
+	}
 	done(c, rc);
 }
 
-void
+static void
 data_done(int rc, const char *value, int len, const struct Stat *stat,
 		  const void *data)
 {
@@ -306,10 +445,60 @@ stat_done(int rc, const struct Stat *stat, const void *data)
 	done(c, rc);
 }
 
-void
+static void
 void_done(int rc, const void *data)
 {
 	done((ZkCall *) data, rc);
+}
+
+/*
+ * The answer to a multi of several calls' writes.  A multi is all or
+ * nothing.  Done: each call is answered as if sent alone (a create without
+ * the Stat a create2 gives: see sequential.c for its czxid).  Lost with
+ * the connection: each call's outcome is unknown, as a lone call's would
+ * be (a create is then found again by its protected prefix).  Refused by
+ * ZooKeeper (a parent gone, a node already deleted): nothing was done, so
+ * each call goes again on its own at the end of this turn, and gets the
+ * answer it would have got alone.
+ */
+static void
+multi_done(int rc, const void *data)
+{
+	ZkMulti    *m = (ZkMulti *) data;
+	bool		refused = rc != ZOK && !zk_is_connection_loss(rc) &&
+		rc != ZCLOSING && rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE &&
+		rc != ZAUTHFAILED;
+
+	m->rc = rc;
+	write_batch_done(m->epoch);
+	if (refused && m->clock && m->results[m->n].err == ZNONODE)
+		clock_session = 0;		/* someone deleted it: made again */
+	for (int i = 0; i < m->n; i++)
+	{
+		ZkCall	   *c = m->calls[i];
+		int			crc = rc;
+
+		if (refused)
+		{
+			c->batch = false;
+			dlist_push_tail(&outbox, &c->link);
+			noutbox++;
+			continue;
+		}
+		if (crc == ZOK && c->r.type == ZKC_CREATE)
+		{
+			/* the node is new, ours, and as old as the transaction */
+			c->r.has_stat = true;
+			c->r.stat.czxid = c->r.stat.mzxid = m->clock_stat.mzxid;
+			c->r.stat.ctime = c->r.stat.mtime = m->clock_stat.mtime;
+			c->r.stat.ephemeralOwner =
+				(c->mode & ZOO_EPHEMERAL) ? m->clock_stat.ephemeralOwner : 0;
+			if ((c->r.path = turn_strdup(c->created)) == NULL)
+				crc = ZSYSTEMERROR;
+		}
+		done(c, crc);
+	}
+	dlist_push_tail(&spent, &m->link);
 }
 
 /* The watcher of every engine watch: note the path, act later. */
@@ -333,6 +522,323 @@ engine_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 	dlist_push_tail(&fired, &f->link);
 }
 
+static int
+datalen(const char *data)
+{
+	return data ? strlen(data) : -1;
+}
+
+/* Send one call on its own; returns the client's rc. */
+static int
+send_call(ZkCall *c)
+{
+	const char *path = c->path;
+
+	switch (c->r.type)
+	{
+		case ZKC_CREATE:
+			return zoo_acreate2(zk_zh, path, c->data, datalen(c->data),
+								zk_session_acl(), c->mode, string_stat_done, c);
+		case ZKC_LIST:
+			c->sent_at = GetCurrentTimestamp();
+			if (c->watched)
+				return zoo_awget_children2(zk_zh, path, engine_watcher, NULL,
+										   strings_stat_done, c);
+			return zoo_aget_children2(zk_zh, path, 0, strings_stat_done, c);
+		case ZKC_GET:
+			if (c->watched)
+				return zoo_awget(zk_zh, path, engine_watcher, NULL, data_done, c);
+			return zoo_aget(zk_zh, path, 0, data_done, c);
+		case ZKC_EXISTS:
+			if (c->watched)
+				return zoo_awexists(zk_zh, path, engine_watcher, NULL,
+									stat_done, c);
+			return zoo_aexists(zk_zh, path, 0, stat_done, c);
+		case ZKC_DELETE:
+			if (c->r.tag == T_UNWATCH)
+				return zoo_aremove_all_watches(zk_zh, path, c->mode, 0,
+				/* the header's type is wrong: it takes the function itself */
+											   (void_completion_t *) void_done, c);
+			return zoo_adelete(zk_zh, path, c->version, void_done, c);
+		case ZKC_SET:
+			return zoo_aset(zk_zh, path, c->data, datalen(c->data), c->version,
+							stat_done, c);
+		case ZKC_SYNC:
+			return zoo_async(zk_zh, path, string_done, c);
+		case ZKC_MULTI:
+			{
+				/* finalize: its ops and results live until the answer */
+				zoo_op_t   *mops;
+				zoo_op_result_t *results;
+
+				c->mem = MemoryContextAllocZero(engine_context,
+												sizeof(zoo_op_t) * 2 +
+												sizeof(zoo_op_result_t) * 2);
+				mops = c->mem;
+				results = (zoo_op_result_t *) (mops + 2);
+				zoo_delete_op_init(&mops[0], path, c->version);
+				zoo_create_op_init(&mops[1], path, c->data, datalen(c->data),
+								   zk_session_acl(), ZOO_PERSISTENT, NULL, 0);
+				return zoo_amulti(zk_zh, 2, mops, results, void_done, c);
+			}
+	}
+	return ZBADARGUMENTS;
+}
+
+/* Note a request sent, or deliver the client's refusal to send it. */
+static void
+sent(ZkCall *c, int rc)
+{
+	if (rc == ZOK)
+	{
+		pg_atomic_fetch_add_u64(&zk_shared->n_zk_requests, 1);
+		return;
+	}
+
+	/*
+	 * Not sent: the handle is closing or unusable (the session code notices
+	 * and the engine hears of it), or the request itself is bad.  Either
+	 * way the answer is this rc, delivered like any other so that the part
+	 * cannot wait for it forever.
+	 */
+	elog(DEBUG1, "zklock: ZooKeeper call not sent: %s", zerror(rc));
+	c->r.rc = rc;
+	dlist_push_tail(&completed, &c->link);
+}
+
+/* Send calls[0..n-1] (n >= 2) as one multi transaction. */
+static void
+send_multi(ZkCall **calls, int n)
+{
+	ZkMulti    *m = MemoryContextAllocZero(engine_context, sizeof(ZkMulti));
+	int			rc;
+
+	m->n = n;
+	m->calls = MemoryContextAlloc(engine_context, sizeof(ZkCall *) * n);
+	m->ops = MemoryContextAllocZero(engine_context, sizeof(zoo_op_t) * (n + 1));
+	m->results = MemoryContextAllocZero(engine_context,
+										sizeof(zoo_op_result_t) * (n + 1));
+	for (int i = 0; i < n; i++)
+	{
+		ZkCall	   *c = calls[i];
+
+		m->calls[i] = c;
+		if (c->r.type == ZKC_CREATE)
+		{
+			c->created = MemoryContextAllocZero(engine_context, ZK_PATH_MAX);
+			zoo_create_op_init(&m->ops[i], c->path, c->data, datalen(c->data),
+							   zk_session_acl(), c->mode, c->created,
+							   ZK_PATH_MAX);
+			m->clock = true;
+		}
+		else
+			zoo_delete_op_init(&m->ops[i], c->path, c->version);
+	}
+	if (m->clock)
+		zoo_set_op_init(&m->ops[n], clock_path, clock_data, datalen(clock_data),
+						-1, &m->clock_stat);
+	m->epoch = write_epoch;
+	rc = zoo_amulti(zk_zh, n + (m->clock ? 1 : 0), m->ops, m->results,
+					multi_done, m);
+	if (rc == ZOK)
+	{
+		elog(DEBUG2, "zklock: sent a multi of %d writes", n);
+		pg_atomic_fetch_add_u64(&zk_shared->n_zk_requests, 1);
+		write_batches++;
+		return;
+	}
+	/* not sent: each call gets the client's refusal, as if sent alone */
+	for (int i = 0; i < n; i++)
+		sent(calls[i], rc);
+	pfree(m->calls);
+	pfree(m->ops);
+	pfree(m->results);
+	pfree(m);
+}
+
+/*
+ * Does batch[0..n-1] create a node in the parent of path?  Nodes created in
+ * one multi share their czxid, so the lock family's fencing tokens could
+ * not tell them apart: one create per parent and multi (sequential.c).
+ */
+static bool
+creates_in_parent(ZkCall **batch, int n, const char *path)
+{
+	size_t		len = strrchr(path, '/') - path;
+
+	for (int i = 0; i < n; i++)
+		if (batch[i]->r.type == ZKC_CREATE &&
+			strncmp(batch[i]->path, path, len + 1) == 0 &&
+			strchr(batch[i]->path + len + 1, '/') == NULL)
+			return true;
+	return false;
+}
+
+/* Send one call alone; a coalescible write counts as a batch in flight. */
+static void
+send_alone(ZkCall *c)
+{
+	int			rc;
+
+	dlist_delete(&c->link);
+	noutbox--;
+	if (c->batch)
+	{
+		c->clocked = true;
+		c->epoch = write_epoch;
+	}
+	rc = send_call(c);
+	if (rc == ZOK && c->clocked)
+		write_batches++;
+	else
+		c->clocked = false;
+	sent(c, rc);
+}
+
+/*
+ * Send the calls made in this turn; called when the turn ends, before the
+ * socket is uncorked, so that they leave together.
+ *
+ * The creates and deletes of the sequential protocol's nodes (every
+ * backend's acquires and releases) are coalesced: while a batch of them is
+ * in flight, the next ones wait for its answer, then go together, up to
+ * zklock.write_batch of them in one multi transaction: one request, one
+ * log entry, one fsync and one proposal to an ensemble's followers instead
+ * of one each.  So batches grow with the load by themselves, and a lone
+ * write is never delayed.  The calls a part made after a write that waits
+ * wait with it (the listing after a create must follow it); the others go
+ * at once, in the order they were made.  Taking a create or delete ahead
+ * of calls made before it, or after it by other parts, is safe: they are
+ * independent requests that the server could have received in either
+ * order.
+ */
+void
+zk_calls_flush(void)
+{
+	ZkCall	  **batch = NULL;
+	int			nbatch = 0;
+	bool		coalesce = zklock_write_batch > 1;
+	dlist_mutable_iter it;
+
+	while (!dlist_is_empty(&spent))
+	{
+		ZkMulti    *m = dlist_container(ZkMulti, link,
+										dlist_pop_head_node(&spent));
+
+		if (m->rc != ZOK)
+			elog(DEBUG1, "zklock: a multi of %d writes was not done: %s%s",
+				 m->n, zerror(m->rc),
+				 dlist_is_empty(&outbox) ? "" : "; sending them one by one");
+		pfree(m->calls);
+		pfree(m->ops);
+		pfree(m->results);
+		pfree(m);
+	}
+	nheld = 0;
+	if (dlist_is_empty(&outbox))
+		return;
+	if (coalesce)
+		ensure_clock();
+	flush_count++;
+
+	if (coalesce && write_batches >= MAX_WRITES_IN_FLIGHT && zk_connected())
+	{
+		/* hold the writes, and what their parts asked after them */
+		dlist_foreach_modify(it, &outbox)
+		{
+			ZkCall	   *c = dlist_container(ZkCall, link, it.cur);
+
+			if (c->batch || c->part->held_in_flush == flush_count)
+			{
+				c->part->held_in_flush = flush_count;
+				nheld++;
+			}
+			else
+				send_alone(c);
+		}
+		return;
+	}
+
+	if (coalesce)
+	{
+		bool		clock = (clock_session != 0 && clock_session == zk_session());
+
+		dlist_foreach_modify(it, &outbox)
+		{
+			ZkCall	   *c = dlist_container(ZkCall, link, it.cur);
+
+			if (!c->batch || (c->r.type == ZKC_CREATE &&
+							  (!clock || creates_in_parent(batch, nbatch, c->path))))
+				continue;
+			if (batch == NULL)
+				batch = palloc(sizeof(ZkCall *) * zklock_write_batch);
+			batch[nbatch++] = c;
+			if (nbatch == zklock_write_batch)
+				break;
+		}
+		if (nbatch >= 2)
+		{
+			for (int i = 0; i < nbatch; i++)
+			{
+				dlist_delete(&batch[i]->link);
+				noutbox--;
+			}
+			send_multi(batch, nbatch);
+		}
+	}
+	while (!dlist_is_empty(&outbox))
+		send_alone(dlist_container(ZkCall, link, dlist_head_node(&outbox)));
+	if (batch)
+		pfree(batch);
+}
+
+/* Are calls waiting that a flush would send now? */
+bool
+zk_calls_pending(void)
+{
+	return noutbox > nheld || (nheld > 0 && write_batches < MAX_WRITES_IN_FLIGHT);
+}
+
+/*
+ * The sequential protocol's creates (of a node whose parents are known)
+ * and deletes may share a multi with other such writes.
+ */
+/* Create every missing ancestor of path, as CONTAINER nodes, in order. */
+static void
+queue_parents(ZkPart *p, const char *path)
+{
+	char		anc[ZK_PATH_MAX];
+	char	   *slash;
+	int			start = 0;
+
+	strlcpy(anc, path, sizeof(anc));
+	*strrchr(anc, '/') = '\0';
+	/* find the deepest ancestor known to exist */
+	for (;;)
+	{
+		ZkParent   *e = parent_entry(anc, false);
+
+		if ((e && e->known) || (slash = strrchr(anc, '/')) == anc)
+			break;
+		*slash = '\0';
+	}
+	if (!parent_entry(anc, false) || !parent_entry(anc, false)->known)
+		start = 0;
+	else
+		start = strlen(anc);
+	strlcpy(anc, path, sizeof(anc));
+	for (char *q = strchr(anc + start + 1, '/'); q; q = strchr(q + 1, '/'))
+	{
+		ZkCall	   *pc;
+
+		*q = '\0';
+		pc = new_call(p, ZKC_CREATE, T_PARENT, anc);
+		pc->mode = ZOO_CONTAINER;
+		queue_call(pc);
+		*q = '/';
+	}
+}
+
 void
 zk_call_create(ZkPart *p, int tag, const char *path, const char *data,
 			   int mode, bool parents_too)
@@ -340,42 +846,12 @@ zk_call_create(ZkPart *p, int tag, const char *path, const char *data,
 	ZkCall	   *c;
 
 	if (parents_too)
-	{
-		/* every missing ancestor, as CONTAINER nodes; FIFO keeps order */
-		char		anc[ZK_PATH_MAX];
-		char	   *slash;
-		int			start = 0;
-
-		strlcpy(anc, path, sizeof(anc));
-		*strrchr(anc, '/') = '\0';
-		/* find the deepest ancestor known to exist */
-		for (;;)
-		{
-			ZkParent   *e = parent_entry(anc, false);
-
-			if ((e && e->known) || (slash = strrchr(anc, '/')) == anc)
-				break;
-			*slash = '\0';
-		}
-		if (!parent_entry(anc, false) || !parent_entry(anc, false)->known)
-			start = 0;
-		else
-			start = strlen(anc);
-		strlcpy(anc, path, sizeof(anc));
-		for (char *q = strchr(anc + start + 1, '/'); q; q = strchr(q + 1, '/'))
-		{
-			ZkCall	   *pc;
-
-			*q = '\0';
-			pc = new_call(p, ZKC_CREATE, T_PARENT, anc);
-			sent(pc, zoo_acreate2(zk_zh, anc, NULL, -1, zk_session_acl(),
-								  ZOO_CONTAINER, string_stat_done, pc));
-			*q = '/';
-		}
-	}
+		queue_parents(p, path);
 	c = new_call(p, ZKC_CREATE, tag, path);
-	sent(c, zoo_acreate2(zk_zh, path, data, data ? strlen(data) : -1,
-						 zk_session_acl(), mode, string_stat_done, c));
+	c->data = data ? MemoryContextStrdup(engine_context, data) : NULL;
+	c->mode = mode;
+	c->batch = (tag == T_CREATE && !parents_too);
+	queue_call(c);
 }
 
 void
@@ -388,11 +864,8 @@ zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
 	{
 		watch(p, path, true);
 		watch_call_sent(c, true);
-		sent(c, zoo_awget_children(zk_zh, path, engine_watcher, NULL,
-								   strings_done, c));
 	}
-	else
-		sent(c, zoo_aget_children(zk_zh, path, 0, strings_done, c));
+	queue_call(c);
 }
 
 void
@@ -404,18 +877,14 @@ zk_call_get(ZkPart *p, int tag, const char *path, bool with_watch)
 	{
 		watch(p, path, false);
 		watch_call_sent(c, false);
-		sent(c, zoo_awget(zk_zh, path, engine_watcher, NULL, data_done, c));
 	}
-	else
-		sent(c, zoo_aget(zk_zh, path, 0, data_done, c));
+	queue_call(c);
 }
 
 void
 zk_call_exists(ZkPart *p, int tag, const char *path)
 {
-	ZkCall	   *c = new_call(p, ZKC_EXISTS, tag, path);
-
-	sent(c, zoo_aexists(zk_zh, path, 0, stat_done, c));
+	queue_call(new_call(p, ZKC_EXISTS, tag, path));
 }
 
 /*
@@ -429,7 +898,7 @@ zk_call_exists_watch(ZkPart *p, int tag, const char *path)
 
 	watch(p, path, false);
 	watch_call_sent(c, false);
-	sent(c, zoo_awexists(zk_zh, path, engine_watcher, NULL, stat_done, c));
+	queue_call(c);
 }
 
 void
@@ -437,7 +906,9 @@ zk_call_delete(ZkPart *p, int tag, const char *path, int version)
 {
 	ZkCall	   *c = new_call(p, ZKC_DELETE, tag, path);
 
-	sent(c, zoo_adelete(zk_zh, path, version, void_done, c));
+	c->version = version;
+	c->batch = (tag == T_DELETE);
+	queue_call(c);
 }
 
 /* setData of path (version -1: whatever its version); the answer has the
@@ -448,16 +919,15 @@ zk_call_set(ZkPart *p, int tag, const char *path, const char *data,
 {
 	ZkCall	   *c = new_call(p, ZKC_SET, tag, path);
 
-	sent(c, zoo_aset(zk_zh, path, data, data ? strlen(data) : -1, version,
-					 stat_done, c));
+	c->data = data ? MemoryContextStrdup(engine_context, data) : NULL;
+	c->version = version;
+	queue_call(c);
 }
 
 void
 zk_call_sync(ZkPart *p, int tag, const char *path)
 {
-	ZkCall	   *c = new_call(p, ZKC_SYNC, tag, path);
-
-	sent(c, zoo_async(zk_zh, path, string_done, c));
+	queue_call(new_call(p, ZKC_SYNC, tag, path));
 }
 
 /*
@@ -470,15 +940,8 @@ zk_call_finalize(ZkPart *p, int tag, const char *path, int version,
 				 const char *data)
 {
 	ZkCall	   *c = new_call(p, ZKC_MULTI, tag, path);
-	zoo_op_t   *mops = MemoryContextAllocZero(engine_context, sizeof(zoo_op_t) * 2);
-	zoo_op_result_t *results = MemoryContextAllocZero(engine_context,
-													  sizeof(zoo_op_result_t) * 2);
-	char	   *dup = MemoryContextStrdup(engine_context, data);
 
-	/* the ops and results must live until the completion: engine memory,
-	 * freed with the call */
-	zoo_delete_op_init(&mops[0], c->path, version);
-	zoo_create_op_init(&mops[1], c->path, dup, strlen(dup), zk_session_acl(),
-					   ZOO_PERSISTENT, NULL, 0);
-	sent(c, zoo_amulti(zk_zh, 2, mops, results, void_done, c));
+	c->data = MemoryContextStrdup(engine_context, data);
+	c->version = version;
+	queue_call(c);
 }

@@ -56,6 +56,7 @@ dlist_head	parts = DLIST_STATIC_INIT(parts);
 static HTAB *open_parts;
 static int	nparts = 0;
 TimestampTz answered_list_sent_at = 0;	/* of the listing being processed */
+static TimestampTz next_own_watch = 0;	/* own_watches_due() */
 
 static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_LOCK] = &zk_lock_driver,
@@ -799,7 +800,9 @@ process_call(ZkCall *c)
 	{
 		p->inflight--;
 		answered_list_sent_at = c->sent_at;
-		if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
+		if (c->r.tag == T_CLOCK)
+			zk_clock_answered(&c->r);
+		else if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
 			zk_part_fail(p, ERRCODE_OUT_OF_MEMORY,
 						 "The zklock worker ran out of memory.");
 		else if (p == reconciler)
@@ -811,8 +814,7 @@ process_call(ZkCall *c)
 	}
 	p->calls--;
 	advance(p);
-	pfree(c->path);
-	pfree(c);
+	free_call(c);
 }
 
 /* A watch fired: every part that relied on it looks again. */
@@ -921,16 +923,19 @@ zk_engine_run(void)
 										  dlist_pop_head_node(&fired)));
 	}
 	expire_retained();
+	next_own_watch = own_watches_due();
 	settle_busy();
 	reconcile();
 	DRIVER_HOOKS(run);
+	zk_calls_flush();
 }
 
 /* Has the ZooKeeper client delivered anything the engine has not acted on? */
 bool
 zk_engine_pending(void)
 {
-	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired);
+	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired) ||
+		zk_calls_pending();
 }
 
 /*
@@ -945,6 +950,9 @@ zk_engine_timeout(void)
 	TimestampTz next = zk_connected() ? next_reconcile : 0;
 	dlist_iter	it;
 
+	if (next_own_watch != 0 && (next == 0 || next_own_watch < next))
+		next = next_own_watch;
+
 	dlist_foreach(it, &parts)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
@@ -952,7 +960,7 @@ zk_engine_timeout(void)
 		if (p->retain_until != 0 && (next == 0 || p->retain_until < next))
 			next = p->retain_until;
 	}
-	if (!dlist_is_empty(&completed) || !dlist_is_empty(&fired))
+	if (zk_engine_pending())
 		return 0;
 	if (next == 0)
 		return 1000;
@@ -1001,6 +1009,7 @@ zk_engine_session_lost(const char *why)
 	HASH_SEQ_STATUS hs;
 	ZkWatch    *w;
 
+	zk_calls_session_lost();
 	dlist_foreach_modify(it, &parts)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);

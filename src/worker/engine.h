@@ -102,6 +102,7 @@ struct ZkPart
 	int32		version;		/* of its data, as last seen */
 	int64		session_id;		/* the session it belongs to */
 	int			inflight;		/* our calls awaiting completion, this gen */
+	uint32		held_in_flush;	/* calls held back by that flush (calls.c) */
 	int			calls;			/* all calls referring to this part */
 	int			parent_tries;	/* parent re-creations, this request */
 	int			parent_error;	/* ZooKeeper's refusal to create a parent */
@@ -139,6 +140,7 @@ struct ZkPart
 									 * message: the part grants no more */
 
 	/* the data watch on our own node while it holds (driver "revocable") */
+	TimestampTz held_since;		/* when the part's node came to hold */
 	bool		own_watch;
 	dlist_node	own_link;
 

@@ -36,6 +36,7 @@
 #define T_ORPHAN	(-10)		/* reconciler: exists of a suspect */
 #define T_ORPHAN_DEL (-11)		/* reconciler: delete of an orphan */
 #define T_UNWATCH	(-12)		/* removal of a watch */
+#define T_CLOCK		(-13)		/* create of the session node (calls.c) */
 
 /* The worker's view of one shared entry. */
 typedef struct ZkOp
@@ -49,10 +50,11 @@ typedef struct ZkOp
 	bool		freeing;		/* released: free the entry once settled */
 } ZkOp;
 
-/* A call sent and not yet processed. */
+/* A call made and not yet processed. */
 typedef struct ZkCall
 {
-	dlist_node	link;			/* on the completed list once answered */
+	dlist_node	link;			/* on the outbox until sent (calls.c), on
+								 * the completed list once answered */
 	ZkPart	   *part;
 	uint32		gen;			/* the part's generation when sent */
 	ZkResult	r;
@@ -62,6 +64,16 @@ typedef struct ZkCall
 	bool		own;			/* the data watch on our own node */
 	uint32		watch_epoch;	/* watched: watch_epoch when sent */
 	TimestampTz sent_at;		/* a listing: when it was sent */
+
+	/* what to send: the turn's calls leave together (zk_calls_flush) */
+	char	   *data;			/* CREATE, SET, MULTI: data, or NULL */
+	int			mode;			/* CREATE: flags; T_UNWATCH: watch type */
+	int			version;		/* DELETE, SET, MULTI: expected version */
+	bool		batch;			/* may share a multi with other writes */
+	char	   *created;		/* in a multi, CREATE: the path created */
+	bool		clocked;		/* a batch of writes in flight by itself */
+	uint32		epoch;			/* ... sent in that write epoch */
+	void	   *mem;			/* MULTI: its ops and results */
 } ZkCall;
 
 /* A watch that fired. */
@@ -142,10 +154,12 @@ extern dlist_head completed;
 extern dlist_head fired;
 
 extern ZkCall *new_call(ZkPart *p, ZkCallType type, int tag, const char *path);
-extern void sent(ZkCall *c, int rc);
-extern void data_done(int rc, const char *value, int len,
-					  const struct Stat *stat, const void *data);
-extern void void_done(int rc, const void *data);
+extern void queue_call(ZkCall *c);
+extern void free_call(ZkCall *c);
+extern void zk_calls_flush(void);
+extern void zk_clock_answered(const ZkResult *r);
+extern void zk_calls_session_lost(void);
+extern bool zk_calls_pending(void);
 extern void engine_watcher(zhandle_t *zh, int type, int state,
 						   const char *path, void *ctx);
 
@@ -162,6 +176,7 @@ extern void unwatch(ZkPart *p);
 extern void unwatch_ex(ZkPart *p, bool tell_server);
 extern void own_watch(ZkPart *p);
 extern void own_unwatch(ZkPart *p);
+extern TimestampTz own_watches_due(void);
 
 /* sequential.c: the sequential-node protocol */
 extern void seq_create(ZkPart *p);

@@ -25,6 +25,7 @@
 #include "postgres.h"
 
 #include "common/pg_prng.h"
+#include "utils/timestamp.h"
 
 #include "worker/engine_internal.h"
 
@@ -147,6 +148,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	if (w == ZK_HOLDS)
 	{
 		p->holds = true;
+		p->held_since = GetCurrentTimestamp();
 		if (p->cohort)
 			note_contenders(p, nodes, n, self);
 		else

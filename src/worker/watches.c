@@ -15,6 +15,8 @@
  */
 #include "postgres.h"
 
+#include "utils/timestamp.h"
+
 #include "worker/engine_internal.h"
 #include "worker/session.h"
 
@@ -132,11 +134,8 @@ remove_watch(const ZkWatchKey *key)
 	if (hash_search(watch_calls, key, HASH_FIND, NULL) != NULL)
 		return;
 	c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key->path);
-	sent(c, zoo_aremove_all_watches(zk_zh, key->path,
-									key->children ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
-									0,
-	/* the header's type is wrong: it takes the function itself */
-									(void_completion_t *) void_done, c));
+	c->mode = key->children ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
+	queue_call(c);
 }
 
 /*
@@ -173,6 +172,37 @@ unwatch_ex(ZkPart *p, bool tell_server)
 }
 
 /*
+ * A holder that did not ask to be revocable sets the data watch on its own
+ * node only once it has held this long: an ordinary lock cycle then costs
+ * ZooKeeper a create, a listing and a delete, as Curator's.  A revocation
+ * request or a deletion of the node by someone else is seen at most this
+ * much later; the reading that sets the watch sees what happened before.
+ */
+#define OWN_WATCH_DELAY_MS	100
+
+static TimestampTz
+own_watch_at(ZkPart *p)
+{
+	return TimestampTzPlusMilliseconds(p->held_since, OWN_WATCH_DELAY_MS);
+}
+
+/* Does the part want the data watch on its own node now? */
+static bool
+own_watch_wanted(ZkPart *p)
+{
+	dlist_iter	it;
+
+	if (p->group >= 0 || GetCurrentTimestamp() >= own_watch_at(p))
+		return true;
+	/* a holder asked to be revocable: at once (its flags are a hint) */
+	dlist_foreach(it, &p->holders)
+		if (ZK_ENTRY(dlist_container(ZkOp, link, it.cur) - ops)->flags &
+			ZKR_REVOCABLE)
+		return true;
+	return false;
+}
+
+/*
  * The data watch on our own node (drivers with "revocable"), beside the
  * part's one watch on what it waits for: Curator's revocation writes
  * "__REVOKE__" into a holder's node, and the node's deletion by someone
@@ -188,7 +218,8 @@ own_watch(ZkPart *p)
 	ZkCall	   *c;
 
 	if (p->own_watch || !p->driver->revocable || !p->holds || p->dead ||
-		p->dropping || p->phase != NODE_EXISTS || !zk_connected())
+		p->dropping || p->phase != NODE_EXISTS || !zk_connected() ||
+		!own_watch_wanted(p))
 		return;
 	memset(&key, 0, sizeof(key));
 	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
@@ -198,7 +229,7 @@ own_watch(ZkPart *p)
 	c = new_call(p, ZKC_GET, T_OWNDATA, key.path);
 	watch_call_sent(c, false);
 	c->own = true;
-	sent(c, zoo_awget(zk_zh, key.path, engine_watcher, NULL, data_done, c));
+	queue_call(c);
 }
 
 /* The part no longer relies on the data watch on its own node. */
@@ -214,4 +245,32 @@ own_unwatch(ZkPart *p)
 	memset(&key, 0, sizeof(key));
 	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
 	(void) watch_unused(&key);
+}
+
+/*
+ * Set the data watches on their own nodes that holders want by now; returns
+ * when the next one is due (0: none).
+ */
+TimestampTz
+own_watches_due(void)
+{
+	TimestampTz next = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	dlist_iter	it;
+
+	if (!zk_connected())
+		return 0;				/* reconnecting advances every part */
+	dlist_foreach(it, &parts)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+
+		if (p->own_watch || !p->holds || !p->driver->revocable || p->dead ||
+			p->dropping)
+			continue;
+		own_watch(p);
+		if (!p->own_watch && own_watch_at(p) > now &&
+			(next == 0 || own_watch_at(p) < next))
+			next = own_watch_at(p);
+	}
+	return next;
 }

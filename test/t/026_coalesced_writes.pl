@@ -1,0 +1,188 @@
+# 026_coalesced_writes.pl
+#    The worker coalesces the creates and deletes of lock nodes that reach
+#    it together into one ZooKeeper multi transaction (zklock.write_batch),
+#    and a multi that ZooKeeper refuses as a whole serves every request as
+#    if each had been sent alone.  The requests are made to arrive together
+#    by stopping the worker (SIGSTOP) while the sessions ask, and letting
+#    it go on once they all wait.
+#    - Eight acquires of known locks go in one multi; each session holds
+#      its lock, with a fencing token made of its node's czxid (learnt
+#      without a Stat: see sequential.c), and another instance finds each
+#      taken.
+#    - Eight releases go in one multi; every lock is free for another
+#      instance at once.
+#    - Eight acquires, one of whose parents was deleted meanwhile: the multi
+#      is refused, each create goes alone, the one without its parent
+#      creates it again; every session holds its lock.
+#    - Eight releases, one of whose nodes was deleted meanwhile by someone
+#      else: the multi is refused, each delete goes alone; no node is left
+#      and every lock is free elsewhere.
+#    - With zklock.write_batch = 1 no multi is sent.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use ZkLockTest;
+use ZkLockTest::Session qw(poll_until);
+use ZkFault qw(poll_status signal_process zk_tree zk_lock_nodes);
+
+my $zk = ZkLockTest::zk_start();
+my $node_a = ZkLockTest::pg_node('co_a', $zk, 'log_min_messages' => 'debug2');
+my $node_b = ZkLockTest::pg_node('co_b', $zk);
+my $b = ZkLockTest::Session->new($node_b);
+my $n = 8;
+my @s = map { ZkLockTest::Session->new($node_a) } 1 .. $n;
+
+# Run one statement per session (with the session's index for %d) while
+# the worker is stopped, run $meanwhile, let the worker go on, and return
+# the sessions' answers.
+sub together
+{
+	my ($sql, $meanwhile) = @_;
+	my $st = poll_status($node_a,
+		sub { $_[0]{state} eq 'connected' && $_[0]{worker_pid} ne '' });
+	signal_process($st->{worker_pid}, 'STOP');
+	for my $i (1 .. $n)
+	{
+		$s[ $i - 1 ]->send(sprintf($sql, $i));
+	}
+	ZkLockTest::wait_for_extension_wait($node_a, $_->pid) foreach @s;
+	$meanwhile->() if $meanwhile;
+	signal_process($st->{worker_pid}, 'CONT');
+	return map { [ $_->result ] } @s;
+}
+
+# Lock nodes (ephemeral) of lock co/$i; in scalar context their number.
+sub nodes_of
+{
+	my @nodes = ZkFault::zk_lock_nodes($zk, "/zklock/co/$_[0]");
+	return @nodes;
+}
+
+# Whether instance B can take lock co/$i at once (and gives it back).
+sub free_elsewhere
+{
+	my ($i) = @_;
+	my $got = $b->query_ok("SELECT zk_lock_try('co/$i')");
+	$b->query_ok("SELECT zk_lock_release('co/$i')") if $got eq 't';
+	return $got eq 't';
+}
+
+# The lock parents exist (and are known to the worker); a persistent child
+# each keeps ZooKeeper from reaping them (they are container nodes).
+for my $i (1 .. $n)
+{
+	is($s[0]->query_ok("SELECT zk_lock_try('co/$i')"), 't', "co/$i taken once");
+	is($s[0]->query_ok("SELECT zk_lock_release('co/$i')"), 't', "co/$i released");
+}
+ZkLockTest::zk_python($zk, q{
+for i in range(1, int(args[0]) + 1):
+    zk.create('/zklock/co/%d/keep' % i, b'')
+}, $n);
+
+# ---------------------------------------------------------------------------
+note 'acquires in one multi';
+
+my $log = -s $node_a->logfile;
+my @r = together("SELECT zk_lock_acquire('co/%d')");
+for my $i (1 .. $n)
+{
+	is_deeply($r[ $i - 1 ], [ 't', '' ], "session $i holds co/$i");
+	is(scalar(nodes_of($i)), 1, "co/$i has one node");
+	ok(!free_elsewhere($i), "co/$i is taken for another instance");
+}
+ok($node_a->log_contains(qr/sent a multi of $n writes/, $log),
+	'the creates went in one multi');
+ok(!$node_a->log_contains(qr/multi of \d+ writes was not done/, $log),
+	'which ZooKeeper did');
+my $czxids = ZkLockTest::zk_python($zk, q{
+for i in range(1, int(args[0]) + 1):
+    for c in zk.get_children('/zklock/co/%d' % i):
+        if c != 'keep':
+            print(zk.exists('/zklock/co/%d/%s' % (i, c)).czxid)
+}, $n);
+my @czxid = split /\n/, $czxids;
+for my $i (1 .. $n)
+{
+	is($s[ $i - 1 ]->query_ok("SELECT zk_lock_token('co/$i') >> 10"),
+		$czxid[ $i - 1 ], "co/$i: the token carries its node's czxid");
+}
+
+# ---------------------------------------------------------------------------
+note 'releases in one multi';
+
+$log = -s $node_a->logfile;
+@r = together("SELECT zk_lock_release('co/%d')");
+for my $i (1 .. $n)
+{
+	is_deeply($r[ $i - 1 ], [ 't', '' ], "session $i released co/$i");
+	is(scalar(nodes_of($i)), 0, "co/$i has no node left");
+	ok(free_elsewhere($i), "co/$i is free for another instance at once");
+}
+ok($node_a->log_contains(qr/sent a multi of $n writes/, $log),
+	'the deletes went in one multi');
+
+# ---------------------------------------------------------------------------
+note 'acquires in one multi, one of whose parents went meanwhile';
+
+$log = -s $node_a->logfile;
+@r = together(
+	"SELECT zk_lock_acquire('co/%d')",
+	sub {
+		ZkLockTest::zk_python($zk, q{
+zk.delete('/zklock/co/3/keep')
+zk.delete('/zklock/co/3')
+});
+	});
+for my $i (1 .. $n)
+{
+	is_deeply($r[ $i - 1 ], [ 't', '' ], "session $i holds co/$i");
+	is(scalar(nodes_of($i)), 1, "co/$i has one node");
+	ok(!free_elsewhere($i), "co/$i is taken for another instance");
+}
+ok( $node_a->log_contains(
+		qr/a multi of $n writes was not done: no node; sending them one by one/,
+		$log),
+	'ZooKeeper refused the multi, and its creates went one by one');
+
+# ---------------------------------------------------------------------------
+note 'releases in one multi, one of whose nodes someone else deleted';
+
+my ($gone) = nodes_of(5);
+$log = -s $node_a->logfile;
+@r = together("SELECT zk_lock_release('co/%d')",
+	sub { ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, $gone); });
+for my $i (1 .. $n)
+{
+	is($r[ $i - 1 ][0], 't', "session $i released co/$i") unless $i == 5;
+	is(scalar(nodes_of($i)), 0, "co/$i has no node left");
+	ok(free_elsewhere($i), "co/$i is free for another instance at once");
+}
+ok( $node_a->log_contains(
+		qr/a multi of $n writes was not done: no node; sending them one by one/,
+		$log),
+	'ZooKeeper refused the multi, and its deletes went one by one');
+
+# ---------------------------------------------------------------------------
+note 'zklock.write_batch = 1';
+
+$node_a->append_conf('postgresql.conf', "zklock.write_batch = 1\n");
+$node_a->reload;
+poll_until(sub { $s[0]->query_ok('SHOW zklock.write_batch') eq '1' })
+  or die 'the setting did not come';
+$log = -s $node_a->logfile;
+@r = together("SELECT zk_lock_acquire('co/%d')");
+is_deeply([ map { $_->[0] } @r ], [ ('t') x $n ], 'every session holds its lock');
+@r = together("SELECT zk_lock_release('co/%d')");
+is_deeply([ map { $_->[0] } @r ], [ ('t') x $n ], 'and releases it');
+ok(!$node_a->log_contains(qr/sent a multi/, $log), 'without a multi');
+my @left = ZkFault::zk_lock_nodes($zk, '/zklock/co');
+is_deeply(\@left, [], 'no node left');
+
+$_->quit foreach @s;
+$b->quit;
+done_testing();
