@@ -85,10 +85,12 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h $(srcdir)/src/*/*/*.h)
 
 # The benchmark (bench/run; not part of the tests): its own ZooKeeper
 # (fsync on) and PostgreSQL instances, pgbench beside Apache Curator and the
-# one-session limit.  See README, "Benchmark".
+# one-session limit; then the distinct-lock rows against a 3-node ensemble.
+# See README, "Benchmark".
 .PHONY: bench bench-smoke
 bench:
 	bench/run
+	bench/run --ensemble distinct
 
 bench-smoke:
 	bench/run --smoke

@@ -32,7 +32,10 @@ SELECT zk_lock_acquire('p/_c_0f0e0d0c-0b0a-4908-8706-050403020100-__READ__-00000
 SELECT zk_lock_acquire('p/0123456789abcdef0123456789abcdef__lock__0000000001');
 SELECT zk_lock_acquire('pool/leases');
 SELECT zk_lock_acquire('pool/locks/x');
+-- the first segment where the workers' session nodes live
+SELECT zk_lock_acquire('zklock.instances/x');
 \set VERBOSITY default
+SELECT zk_lock_acquire('zklock.instances');
 -- messages, for a human reading them
 SELECT zk_lock_acquire('a//b');
 SELECT zk_lock_acquire(repeat('x', 1025));
@@ -48,5 +51,6 @@ SELECT zk_lock_acquire('reg/p/x0000000000', 0);
 SELECT zk_lock_try('reg/p');
 SELECT zk_lock_release('reg/p'), zk_lock_release('reg/p/x0000000000');
 SELECT zk_lock_acquire('leases', 0), zk_lock_release('leases');
+SELECT zk_lock_acquire('x/zklock.instances', 0), zk_lock_release('x/zklock.instances');
 -- nothing is held after all that
 SELECT zk_lock_release_all();

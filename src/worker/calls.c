@@ -181,6 +181,7 @@ typedef struct ZkMulti
 	int			n;				/* calls; a setData of the clock follows
 								 * when one of them is a create */
 	int			rc;
+	bool		refused;		/* nothing done: its calls go alone */
 	uint32		epoch;			/* write_epoch when sent */
 	bool		clock;
 	struct Stat clock_stat;
@@ -470,6 +471,7 @@ multi_done(int rc, const void *data)
 		rc != ZAUTHFAILED;
 
 	m->rc = rc;
+	m->refused = refused;
 	write_batch_done(m->epoch);
 	if (refused && m->clock && m->results[m->n].err == ZNONODE)
 		clock_session = 0;		/* someone deleted it: made again */
@@ -728,7 +730,7 @@ zk_calls_flush(void)
 		if (m->rc != ZOK)
 			elog(DEBUG1, "zklock: a multi of %d writes was not done: %s%s",
 				 m->n, zerror(m->rc),
-				 dlist_is_empty(&outbox) ? "" : "; sending them one by one");
+				 m->refused ? "; sending them one by one" : "");
 		pfree(m->calls);
 		pfree(m->ops);
 		pfree(m->results);

@@ -800,9 +800,7 @@ process_call(ZkCall *c)
 	{
 		p->inflight--;
 		answered_list_sent_at = c->sent_at;
-		if (c->r.tag == T_CLOCK)
-			zk_clock_answered(&c->r);
-		else if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
+		if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
 			zk_part_fail(p, ERRCODE_OUT_OF_MEMORY,
 						 "The zklock worker ran out of memory.");
 		else if (p == reconciler)
@@ -812,6 +810,8 @@ process_call(ZkCall *c)
 		else
 			p->driver->step(p, &c->r);
 	}
+	if (c->r.tag == T_CLOCK)
+		zk_clock_answered(&c->r);	/* whatever the part's generation */
 	p->calls--;
 	advance(p);
 	free_call(c);

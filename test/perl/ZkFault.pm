@@ -250,14 +250,17 @@ walk(args[0])
 =item zk_lock_nodes($zk, $path)
 
 Paths of the ephemeral nodes below C<$path> (what a holder or waiter
-leaves), sorted.
+leaves), sorted; not the workers' session nodes (below
+C</zklock/zklock.instances>), which live as long as their session.
 
 =cut
 
 sub zk_lock_nodes
 {
 	my ($zk, $path) = @_;
-	return sort map { $_->{path} } grep { $_->{ephemeral} ne '' } zk_tree($zk, $path);
+	return sort map { $_->{path} }
+	  grep { $_->{ephemeral} ne '' && $_->{path} !~ m{/zklock\.instances/} }
+	  zk_tree($zk, $path);
 }
 
 =pod

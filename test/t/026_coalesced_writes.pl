@@ -42,18 +42,19 @@ my @s = map { ZkLockTest::Session->new($node_a) } 1 .. $n;
 # the sessions' answers.
 sub together
 {
-	my ($sql, $meanwhile) = @_;
+	my ($sql, $meanwhile, $count) = @_;
+	my @who = @s[ 0 .. ($count // $n) - 1 ];
 	my $st = poll_status($node_a,
 		sub { $_[0]{state} eq 'connected' && $_[0]{worker_pid} ne '' });
 	signal_process($st->{worker_pid}, 'STOP');
-	for my $i (1 .. $n)
+	for my $i (1 .. @who)
 	{
-		$s[ $i - 1 ]->send(sprintf($sql, $i));
+		$who[ $i - 1 ]->send(sprintf($sql, $i));
 	}
-	ZkLockTest::wait_for_extension_wait($node_a, $_->pid) foreach @s;
+	ZkLockTest::wait_for_extension_wait($node_a, $_->pid) foreach @who;
 	$meanwhile->() if $meanwhile;
 	signal_process($st->{worker_pid}, 'CONT');
-	return map { [ $_->result ] } @s;
+	return map { [ $_->result ] } @who;
 }
 
 # Lock nodes (ephemeral) of lock co/$i; in scalar context their number.
@@ -111,6 +112,27 @@ for my $i (1 .. $n)
 	is($s[ $i - 1 ]->query_ok("SELECT zk_lock_token('co/$i') >> 10"),
 		$czxid[ $i - 1 ], "co/$i: the token carries its node's czxid");
 }
+
+# ---------------------------------------------------------------------------
+note 'two nodes of one lock asked for together';
+
+# Nodes created in one multi share their czxid: two read locks of one name
+# (a node each, both granted at once) must not get the same fencing token.
+is($s[0]->query_ok("SELECT zk_rwlock_read('co/pair')"), 't', 'the parent exists');
+is($s[0]->query_ok("SELECT zk_rwlock_read_release('co/pair')"), 't', 'and is known');
+@r = together("SELECT zk_rwlock_read('co/pair')", undef, 2);
+is_deeply([ map { $_->[0] } @r ], [ 't', 't' ], 'both sessions hold the read lock');
+my @tokens = map { $_->query_ok("SELECT zk_rwlock_read_token('co/pair')") } @s[ 0, 1 ];
+isnt($tokens[0], $tokens[1], 'with different fencing tokens');
+my @pair_czxid = split /\n/, ZkLockTest::zk_python($zk, q{
+for c in zk.get_children('/zklock/co/pair'):
+    print(zk.exists('/zklock/co/pair/' + c).czxid)
+});
+is_deeply([ sort map { $_ >> 10 } @tokens ], [ sort @pair_czxid ],
+	"each the czxid of its session's node");
+is($s[$_]->query_ok("SELECT zk_rwlock_read_release('co/pair')"), 't',
+	'read lock released')
+  foreach 0, 1;
 
 # ---------------------------------------------------------------------------
 note 'releases in one multi';

@@ -183,6 +183,10 @@ note 'tries and short waits on a held lock leave no watch behind';
 {
 	my $a = session($na);
 	is($a->query_ok("SELECT zk_lock_acquire('w')"), 't', 'A holds w');
+	# A's data watch on its own node comes once it has held for 100 ms
+	my $own = $a->query_ok("SELECT znode FROM zk_locks WHERE name = 'w'");
+	ok(poll_until(sub { grep { $_->[0] eq $own } ZkFault::zk_watchers($zk, 1) }),
+		'A watches its own node');
 	my $before = zk_watch_count($zk, 1);
 	is( $nb->safe_psql(
 			'postgres',

@@ -103,7 +103,9 @@ sub settled_figures
 	my @tree;
 	ok( poll_until(
 			sub {
-				@tree = zk_tree($zk, '/zklock');
+				# not the worker's session node (zklock.instances)
+				@tree = grep { $_->{path} !~ m{^/zklock/zklock\.instances} }
+				  zk_tree($zk, '/zklock');
 				!grep { $_->{ephemeral} ne '' } @tree;
 			},
 			timeout => 30),
