@@ -167,6 +167,13 @@ static int	nheld = 0;			/* of which the last flush held back */
  * count any more.
  */
 #define MAX_WRITES_IN_FLIGHT	4
+
+/*
+ * A multi's request stays well below the server's jute.maxbuffer (1 MB by
+ * default), beyond which ZooKeeper drops the connection: estimated as each
+ * op's path and data and some room for the rest.
+ */
+#define MAX_MULTI_BYTES		(256 * 1024)
 static int	write_batches = 0;
 static uint32 write_epoch = 0;
 static uint32 flush_count = 0;
@@ -256,8 +263,10 @@ zk_clock_answered(const ZkResult *r)
 		clock_session = zk_session();
 	else
 	{
-		elog(DEBUG1, "zklock: could not create the session node \"%s\": %s",
-			 clock_path, zerror(r->rc));
+		ereport(zk_is_connection_loss(r->rc) || r->rc == ZCLOSING ? DEBUG1 : LOG,
+				(errmsg("zklock could not create its session node \"%s\": %s",
+						clock_path, zerror(r->rc)),
+				 errdetail("Until it can, the creates of lock nodes are not coalesced.")));
 		clock_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													 CLOCK_RETRY_MS);
 	}
@@ -311,12 +320,31 @@ write_batch_done(uint32 epoch)
 		write_batches--;
 }
 
-/* The session's calls are gone (answered or not): nothing is in flight. */
+/*
+ * The session ended: its calls in flight are gone (answered or not), and
+ * the calls still in the outbox must not go out on the next session (a
+ * create there would leave a node nobody claims: its protected prefix
+ * names the old session).  They are answered ZCLOSING, as the client
+ * answers the calls of a closed handle.  The session node went with the
+ * session.
+ */
 void
 zk_calls_session_lost(void)
 {
 	write_batches = 0;
 	write_epoch++;
+	while (!dlist_is_empty(&outbox))
+	{
+		ZkCall	   *c = dlist_container(ZkCall, link,
+										dlist_pop_head_node(&outbox));
+
+		c->r.rc = ZCLOSING;
+		dlist_push_tail(&completed, &c->link);
+	}
+	noutbox = nheld = 0;
+	clock_session = 0;
+	clock_creating = false;
+	clock_retry_at = 0;
 }
 
 /* Turn memory that cannot fail: NULL instead of an ERROR (callbacks). */
@@ -466,15 +494,29 @@ static void
 multi_done(int rc, const void *data)
 {
 	ZkMulti    *m = (ZkMulti *) data;
-	bool		refused = rc != ZOK && !zk_is_connection_loss(rc) &&
-		rc != ZCLOSING && rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE &&
-		rc != ZAUTHFAILED;
+	bool		refused = false;
+
+	/*
+	 * Refused: the server ran it, and its answer names the op that failed
+	 * (those before it say ZOK, rolled back, those after
+	 * ZRUNTIMEINCONSISTENCY) with an error of that op.  Anything else (the
+	 * connection lost, the client closing: the client then gives every op
+	 * that error) leaves the outcome unknown, as for a lone call.
+	 */
+	if (rc == ZNONODE || rc == ZNODEEXISTS || rc == ZBADVERSION ||
+		rc == ZNOAUTH || rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS ||
+		rc == ZINVALIDACL || rc == ZBADARGUMENTS ||
+		rc == ZEPHEMERALONLOCALSESSION || rc == ZTHROTTLEDOP)
+	{
+		for (int i = 0; i < m->n + (m->clock ? 1 : 0); i++)
+			if (m->results[i].err != ZOK &&
+				m->results[i].err != ZRUNTIMEINCONSISTENCY)
+				refused = true;
+	}
 
 	m->rc = rc;
 	m->refused = refused;
 	write_batch_done(m->epoch);
-	if (refused && m->clock && m->results[m->n].err == ZNONODE)
-		clock_session = 0;		/* someone deleted it: made again */
 	for (int i = 0; i < m->n; i++)
 	{
 		ZkCall	   *c = m->calls[i];
@@ -676,7 +718,11 @@ creates_in_parent(ZkCall **batch, int n, const char *path)
 	return false;
 }
 
-/* Send one call alone; a coalescible write counts as a batch in flight. */
+/*
+ * Send one call alone; a coalescible write counts as a batch in flight.  A
+ * call of a part that started over since it was made (a lost session) is
+ * not sent: its answer would be ignored.
+ */
 static void
 send_alone(ZkCall *c)
 {
@@ -684,6 +730,12 @@ send_alone(ZkCall *c)
 
 	dlist_delete(&c->link);
 	noutbox--;
+	if (c->gen != c->part->gen)
+	{
+		c->r.rc = ZCLOSING;
+		dlist_push_tail(&completed, &c->link);
+		return;
+	}
 	if (c->batch)
 	{
 		c->clocked = true;
@@ -719,6 +771,7 @@ zk_calls_flush(void)
 {
 	ZkCall	  **batch = NULL;
 	int			nbatch = 0;
+	Size		bytes = 0;
 	bool		coalesce = zklock_write_batch > 1;
 	dlist_mutable_iter it;
 
@@ -731,6 +784,16 @@ zk_calls_flush(void)
 			elog(DEBUG1, "zklock: a multi of %d writes was not done: %s%s",
 				 m->n, zerror(m->rc),
 				 m->refused ? "; sending them one by one" : "");
+		if (m->refused && m->clock && m->results[m->n].err != ZOK &&
+			m->results[m->n].err != ZRUNTIMEINCONSISTENCY)
+		{
+			/* the session node is gone or refuses us: creates go alone */
+			elog(LOG, "zklock could not write its session node \"%s\": %s",
+				 clock_path, zerror(m->results[m->n].err));
+			clock_session = 0;
+			clock_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														 CLOCK_RETRY_MS);
+		}
 		pfree(m->calls);
 		pfree(m->ops);
 		pfree(m->results);
@@ -758,6 +821,9 @@ zk_calls_flush(void)
 			else
 				send_alone(c);
 		}
+		if (nheld > 0)
+			elog(DEBUG2, "zklock: %d calls wait for an answer to the writes in flight",
+				 nheld);
 		return;
 	}
 
@@ -769,9 +835,13 @@ zk_calls_flush(void)
 		{
 			ZkCall	   *c = dlist_container(ZkCall, link, it.cur);
 
-			if (!c->batch || (c->r.type == ZKC_CREATE &&
-							  (!clock || creates_in_parent(batch, nbatch, c->path))))
+			if (!c->batch || c->gen != c->part->gen ||
+				(c->r.type == ZKC_CREATE &&
+				 (!clock || creates_in_parent(batch, nbatch, c->path))))
 				continue;
+			bytes += strlen(c->path) + (c->data ? strlen(c->data) : 0) + 64;
+			if (bytes > MAX_MULTI_BYTES)
+				break;
 			if (batch == NULL)
 				batch = palloc(sizeof(ZkCall *) * zklock_write_batch);
 			batch[nbatch++] = c;
@@ -852,7 +922,14 @@ zk_call_create(ZkPart *p, int tag, const char *path, const char *data,
 	c = new_call(p, ZKC_CREATE, tag, path);
 	c->data = data ? MemoryContextStrdup(engine_context, data) : NULL;
 	c->mode = mode;
-	c->batch = (tag == T_CREATE && !parents_too);
+
+	/*
+	 * A driver whose check is sent right behind the create (begin without
+	 * precheck) needs that order even if a refused multi sends the create
+	 * again alone: its creates are not coalesced.
+	 */
+	c->batch = (tag == T_CREATE && !parents_too &&
+				(p->driver->begin == NULL || p->driver->precheck != NULL));
 	queue_call(c);
 }
 

@@ -205,6 +205,43 @@ ok(!$node_a->log_contains(qr/sent a multi/, $log), 'without a multi');
 my @left = ZkFault::zk_lock_nodes($zk, '/zklock/co');
 is_deeply(\@left, [], 'no node left');
 
+# ---------------------------------------------------------------------------
+note 'writes held back when the session ends';
+
+# With ZooKeeper paused, the first writes stay in flight and the later ones
+# wait for their answer; the session is then lost.  What waited must not
+# go out in the next session (its protected prefix names the old one:
+# nobody would delete it, and the lock would stay taken).
+$node_a->append_conf('postgresql.conf', "zklock.write_batch = 64\n");
+$node_a->reload;
+poll_until(sub { $s[0]->query_ok('SHOW zklock.write_batch') eq '64' })
+  or die 'the setting did not come';
+$zk->pause_node(1);
+$log = -s $node_a->logfile;
+for my $i (1 .. $n)
+{
+	$s[ $i - 1 ]->send("SELECT zk_lock_acquire('co/$i', 60000)");
+	ZkLockTest::wait_for_extension_wait($node_a, $s[ $i - 1 ]->pid);
+}
+ok( poll_until(
+		sub { $node_a->log_contains(qr/calls wait for an answer to the writes in flight/, $log) }),
+	'later writes wait for the ones in flight');
+ok( poll_until(
+		sub { $node_a->log_contains(qr/zklock lost ZooKeeper session/, $log) },
+		timeout => 30),
+	'the session is lost meanwhile');
+$zk->resume_node(1);
+for my $i (1 .. $n)
+{
+	is_deeply([ $s[ $i - 1 ]->result ], [ 't', '' ],
+		"session $i holds co/$i in the next session");
+	is($s[ $i - 1 ]->query_ok("SELECT zk_lock_release('co/$i')"), 't',
+		"and releases it");
+}
+my @stale;
+ok(poll_until(sub { !(@stale = ZkFault::zk_lock_nodes($zk, '/zklock/co')) }, timeout => 30),
+	'no node is left behind') or diag "left: @stale";
+
 $_->quit foreach @s;
 $b->quit;
 done_testing();
