@@ -249,7 +249,10 @@ own_unwatch(ZkPart *p)
 
 /*
  * Set the data watches on their own nodes that holders want by now; returns
- * when the next one is due (0: none).
+ * when the next one is due (0: none).  Run at the end of every turn, it
+ * also sets at once the watch of a node granted in that turn to a holder
+ * that asked to be revocable (the grant's own_watch() came before the
+ * grant itself).
  */
 TimestampTz
 own_watches_due(void)

@@ -209,9 +209,10 @@ is_deeply(\@left, [], 'no node left');
 note 'writes held back when the session ends';
 
 # With ZooKeeper paused, the first writes stay in flight and the later ones
-# wait for their answer; the session is then lost.  What waited must not
-# go out in the next session (its protected prefix names the old one:
-# nobody would delete it, and the lock would stay taken).
+# wait for their answer; then zklock.hosts changes, which ends the session
+# at once.  What waited must not go out in the next session: its protected
+# prefix names the old one, so nobody would delete it, and the lock would
+# stay taken behind it.
 $node_a->append_conf('postgresql.conf', "zklock.write_batch = 64\n");
 $node_a->reload;
 poll_until(sub { $s[0]->query_ok('SHOW zklock.write_batch') eq '64' })
@@ -220,16 +221,19 @@ $zk->pause_node(1);
 $log = -s $node_a->logfile;
 for my $i (1 .. $n)
 {
-	$s[ $i - 1 ]->send("SELECT zk_lock_acquire('co/$i', 60000)");
+	$s[ $i - 1 ]->send("SELECT zk_lock_acquire('co/$i', 20000)");
 	ZkLockTest::wait_for_extension_wait($node_a, $s[ $i - 1 ]->pid);
 }
 ok( poll_until(
 		sub { $node_a->log_contains(qr/calls wait for an answer to the writes in flight/, $log) }),
 	'later writes wait for the ones in flight');
+# the same server, written differently
+my $hosts = $zk->connect;
+$node_a->append_conf('postgresql.conf', "zklock.hosts = '$hosts,$hosts'\n");
+$node_a->reload;
 ok( poll_until(
-		sub { $node_a->log_contains(qr/zklock lost ZooKeeper session/, $log) },
-		timeout => 30),
-	'the session is lost meanwhile');
+		sub { $node_a->log_contains(qr/zklock lost ZooKeeper session/, $log) }),
+	'the session ends');
 $zk->resume_node(1);
 for my $i (1 .. $n)
 {
