@@ -4,11 +4,13 @@
  *	  The engine's calls to ZooKeeper, their completions, and the watcher.
  *
  * Every call of a part goes out here (zk_call_create, ..., zk_call_finalize),
- * asynchronously on the worker's session (session.c).  Each carries the
- * part's generation, so answers about a part that has started over since
- * (a lost session) are ignored; the answer goes to the part's driver
- * (step) or, for the engine's own tags, to the engine (process_call in
- * engine.c).
+ * asynchronously on the worker's session (session.c): queued while the
+ * turn runs and sent when it ends (zk_calls_flush), the creates and
+ * deletes of lock nodes of all backends coalesced into multi transactions
+ * (see there).  Each carries the part's generation, so answers about a
+ * part that has started over since (a lost session) are ignored; the
+ * answer goes to the part's driver (step) or, for the engine's own tags,
+ * to the engine (process_call in engine.c).
  *
  * ZooKeeper callbacks never throw and never touch shared memory: they only
  * copy what they got into the worker's turn memory (allocations that
@@ -482,8 +484,9 @@ void_done(int rc, const void *data)
 
 /*
  * The answer to a multi of several calls' writes.  A multi is all or
- * nothing.  Done: each call is answered as if sent alone (a create without
- * the Stat a create2 gives: see sequential.c for its czxid).  Lost with
+ * nothing.  Done: each call is answered as if sent alone (a create with
+ * the Stat a create2 would give, its czxid that of the session node's
+ * setData in the same transaction: see ensure_clock).  Lost with
  * the connection: each call's outcome is unknown, as a lone call's would
  * be (a create is then found again by its protected prefix).  Refused by
  * ZooKeeper (a parent gone, a node already deleted): nothing was done, so
