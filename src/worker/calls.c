@@ -190,7 +190,7 @@ typedef struct ZkMulti
 	int			n;				/* calls; a setData of the clock follows
 								 * when one of them is a create */
 	int			rc;
-	bool		refused;		/* nothing done: its calls go alone */
+	int			failed;			/* refused: the op ZooKeeper named, or -1 */
 	uint32		epoch;			/* write_epoch when sent */
 	bool		clock;
 	struct Stat clock_stat;
@@ -489,15 +489,15 @@ void_done(int rc, const void *data)
  * setData in the same transaction: see ensure_clock).  Lost with
  * the connection: each call's outcome is unknown, as a lone call's would
  * be (a create is then found again by its protected prefix).  Refused by
- * ZooKeeper (a parent gone, a node already deleted): nothing was done, so
- * each call goes again on its own at the end of this turn, and gets the
- * answer it would have got alone.
+ * ZooKeeper (a parent gone, a node already deleted): nothing was done; the
+ * call whose op ZooKeeper names gets that refusal, as it would have alone
+ * at that moment, and the others go again, together, when this turn ends.
  */
 static void
 multi_done(int rc, const void *data)
 {
 	ZkMulti    *m = (ZkMulti *) data;
-	bool		refused = false;
+	int			failed = -1;
 
 	/*
 	 * Refused: the server ran it, and its answer names the op that failed
@@ -511,27 +511,28 @@ multi_done(int rc, const void *data)
 		rc == ZINVALIDACL || rc == ZBADARGUMENTS ||
 		rc == ZEPHEMERALONLOCALSESSION || rc == ZTHROTTLEDOP)
 	{
-		for (int i = 0; i < m->n + (m->clock ? 1 : 0); i++)
+		for (int i = 0; failed < 0 && i < m->n + (m->clock ? 1 : 0); i++)
 			if (m->results[i].err != ZOK &&
 				m->results[i].err != ZRUNTIMEINCONSISTENCY)
-				refused = true;
+				failed = i;
 	}
 
 	m->rc = rc;
-	m->refused = refused;
+	m->failed = failed;
 	write_batch_done(m->epoch);
 	for (int i = 0; i < m->n; i++)
 	{
 		ZkCall	   *c = m->calls[i];
 		int			crc = rc;
 
-		if (refused)
+		if (failed >= 0 && i != failed)
 		{
-			c->batch = false;
 			dlist_push_tail(&outbox, &c->link);
 			noutbox++;
 			continue;
 		}
+		if (failed >= 0)
+			crc = m->results[i].err;
 		if (crc == ZOK && c->r.type == ZKC_CREATE)
 		{
 			/* the node is new, ours, and as old as the transaction */
@@ -672,7 +673,8 @@ send_multi(ZkCall **calls, int n)
 		m->calls[i] = c;
 		if (c->r.type == ZKC_CREATE)
 		{
-			c->created = MemoryContextAllocZero(engine_context, ZK_PATH_MAX);
+			if (c->created == NULL)
+				c->created = MemoryContextAllocZero(engine_context, ZK_PATH_MAX);
 			zoo_create_op_init(&m->ops[i], c->path, c->data, datalen(c->data),
 							   zk_session_acl(), c->mode, c->created,
 							   ZK_PATH_MAX);
@@ -783,12 +785,13 @@ zk_calls_flush(void)
 		ZkMulti    *m = dlist_container(ZkMulti, link,
 										dlist_pop_head_node(&spent));
 
-		if (m->rc != ZOK)
-			elog(DEBUG1, "zklock: a multi of %d writes was not done: %s%s",
-				 m->n, zerror(m->rc),
-				 m->refused ? "; sending them one by one" : "");
-		if (m->refused && m->clock && m->results[m->n].err != ZOK &&
-			m->results[m->n].err != ZRUNTIMEINCONSISTENCY)
+		if (m->failed >= 0)
+			elog(DEBUG1, "zklock: ZooKeeper refused a multi of %d writes: %s at its write %d; the others go again",
+				 m->n, zerror(m->rc), m->failed + 1);
+		else if (m->rc != ZOK)
+			elog(DEBUG1, "zklock: a multi of %d writes was not done: %s",
+				 m->n, zerror(m->rc));
+		if (m->failed == m->n)
 		{
 			/* the session node is gone or refuses us: creates go alone */
 			elog(LOG, "zklock could not write its session node \"%s\": %s",
@@ -929,7 +932,7 @@ zk_call_create(ZkPart *p, int tag, const char *path, const char *data,
 	/*
 	 * A driver whose check is sent right behind the create (begin without
 	 * precheck) needs that order even if a refused multi sends the create
-	 * again alone: its creates are not coalesced.
+	 * again later: its creates are not coalesced.
 	 */
 	c->batch = (tag == T_CREATE && !parents_too &&
 				(p->driver->begin == NULL || p->driver->precheck != NULL));
