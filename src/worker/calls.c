@@ -491,7 +491,10 @@ void_done(int rc, const void *data)
  * be (a create is then found again by its protected prefix).  Refused by
  * ZooKeeper (a parent gone, a node already deleted): nothing was done; the
  * call whose op ZooKeeper names gets that refusal, as it would have alone
- * at that moment, and the others go again, together, when this turn ends.
+ * at that moment, and the others go again when this turn ends: those
+ * before it, which ZooKeeper found fine, together; those after it, which
+ * it did not look at, alone, so that several failures (parents reaped
+ * together) cost one more round trip, not one each.
  */
 static void
 multi_done(int rc, const void *data)
@@ -527,6 +530,8 @@ multi_done(int rc, const void *data)
 
 		if (failed >= 0 && i != failed)
 		{
+			if (i > failed)
+				c->batch = false;
 			dlist_push_tail(&outbox, &c->link);
 			noutbox++;
 			continue;
