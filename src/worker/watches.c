@@ -196,9 +196,12 @@ own_watch_wanted(ZkPart *p)
 		return true;
 	/* a holder asked to be revocable: at once (its flags are a hint) */
 	dlist_foreach(it, &p->holders)
-		if (ZK_ENTRY(dlist_container(ZkOp, link, it.cur) - ops)->flags &
-			ZKR_REVOCABLE)
-		return true;
+	{
+		int			id = dlist_container(ZkOp, link, it.cur) - ops;
+
+		if (ZK_ENTRY(id)->flags & ZKR_REVOCABLE)
+			return true;
+	}
 	return false;
 }
 
