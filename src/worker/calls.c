@@ -201,6 +201,15 @@ typedef struct ZkMulti
 
 static dlist_head spent = DLIST_STATIC_INIT(spent);
 
+static void
+free_multi(ZkMulti *m)
+{
+	pfree(m->calls);
+	pfree(m->ops);
+	pfree(m->results);
+	pfree(m);
+}
+
 /*
  * The instance's session node, <zklock.root>/zklock.instances/<session id
  * in hex>: an ephemeral node whose data names the instance (zk_node_data),
@@ -704,10 +713,7 @@ send_multi(ZkCall **calls, int n)
 	/* not sent: each call gets the client's refusal, as if sent alone */
 	for (int i = 0; i < n; i++)
 		sent(calls[i], rc);
-	pfree(m->calls);
-	pfree(m->ops);
-	pfree(m->results);
-	pfree(m);
+	free_multi(m);
 }
 
 /*
@@ -805,10 +811,7 @@ zk_calls_flush(void)
 			clock_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														 CLOCK_RETRY_MS);
 		}
-		pfree(m->calls);
-		pfree(m->ops);
-		pfree(m->results);
-		pfree(m);
+		free_multi(m);
 	}
 	nheld = 0;
 	if (dlist_is_empty(&outbox))
@@ -944,6 +947,15 @@ zk_call_create(ZkPart *p, int tag, const char *path, const char *data,
 	queue_call(c);
 }
 
+/* Queue a call that sets the part's watch on its path. */
+static void
+queue_watching(ZkCall *c, bool children)
+{
+	watch(c->part, c->path, children);
+	watch_call_sent(c, children);
+	queue_call(c);
+}
+
 void
 zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
 {
@@ -951,11 +963,9 @@ zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
 
 	c->sent_at = GetCurrentTimestamp();
 	if (with_watch)
-	{
-		watch(p, path, true);
-		watch_call_sent(c, true);
-	}
-	queue_call(c);
+		queue_watching(c, true);
+	else
+		queue_call(c);
 }
 
 void
@@ -964,11 +974,9 @@ zk_call_get(ZkPart *p, int tag, const char *path, bool with_watch)
 	ZkCall	   *c = new_call(p, ZKC_GET, tag, path);
 
 	if (with_watch)
-	{
-		watch(p, path, false);
-		watch_call_sent(c, false);
-	}
-	queue_call(c);
+		queue_watching(c, false);
+	else
+		queue_call(c);
 }
 
 void
@@ -984,11 +992,7 @@ zk_call_exists(ZkPart *p, int tag, const char *path)
 void
 zk_call_exists_watch(ZkPart *p, int tag, const char *path)
 {
-	ZkCall	   *c = new_call(p, ZKC_EXISTS, tag, path);
-
-	watch(p, path, false);
-	watch_call_sent(c, false);
-	queue_call(c);
+	queue_watching(new_call(p, ZKC_EXISTS, tag, path), false);
 }
 
 void

@@ -56,7 +56,6 @@ dlist_head	parts = DLIST_STATIC_INIT(parts);
 static HTAB *open_parts;
 static int	nparts = 0;
 TimestampTz answered_list_sent_at = 0;	/* of the listing being processed */
-static TimestampTz next_own_watch = 0;	/* own_watches_due() */
 
 static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_LOCK] = &zk_lock_driver,
@@ -810,8 +809,6 @@ process_call(ZkCall *c)
 		else
 			p->driver->step(p, &c->r);
 	}
-	if (c->r.tag == T_CLOCK)
-		zk_clock_answered(&c->r);	/* whatever the part's generation */
 	p->calls--;
 	advance(p);
 	free_call(c);
@@ -923,7 +920,7 @@ zk_engine_run(void)
 										  dlist_pop_head_node(&fired)));
 	}
 	expire_retained();
-	next_own_watch = own_watches_due();
+	set_due_own_watches();
 	settle_busy();
 	reconcile();
 	DRIVER_HOOKS(run);
@@ -940,8 +937,9 @@ zk_engine_pending(void)
 
 /*
  * How long the worker may sleep before the engine needs to run (ms).  The
- * reconciler's round counts only while connected: it cannot run otherwise,
- * and an overdue one must not make the worker spin through an outage.
+ * reconciler's round and the holders' data watches on their own nodes
+ * count only while connected: they cannot be done otherwise, and an
+ * overdue one must not make the worker spin through an outage.
  */
 long
 zk_engine_timeout(void)
@@ -950,15 +948,16 @@ zk_engine_timeout(void)
 	TimestampTz next = zk_connected() ? next_reconcile : 0;
 	dlist_iter	it;
 
-	if (next_own_watch != 0 && (next == 0 || next_own_watch < next))
-		next = next_own_watch;
-
 	dlist_foreach(it, &parts)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+		TimestampTz own = zk_connected() ? own_watch_due_at(p) : 0;
 
 		if (p->retain_until != 0 && (next == 0 || p->retain_until < next))
 			next = p->retain_until;
+		/* one overdue but not set waits for its part's next step */
+		if (own > now && (next == 0 || own < next))
+			next = own;
 	}
 	if (zk_engine_pending())
 		return 0;

@@ -176,7 +176,8 @@ extern void unwatch(ZkPart *p);
 extern void unwatch_ex(ZkPart *p, bool tell_server);
 extern void own_watch(ZkPart *p);
 extern void own_unwatch(ZkPart *p);
-extern TimestampTz own_watches_due(void);
+extern TimestampTz own_watch_due_at(ZkPart *p);
+extern void set_due_own_watches(void);
 
 /* sequential.c: the sequential-node protocol */
 extern void seq_create(ZkPart *p);

@@ -251,32 +251,36 @@ own_unwatch(ZkPart *p)
 }
 
 /*
- * Set the data watches on their own nodes that holders want by now; returns
- * when the next one is due (0: none).  Run at the end of every turn, it
- * also sets at once the watch of a node granted in that turn to a holder
- * that asked to be revocable (the grant's own_watch() came before the
- * grant itself).
+ * When a holder of the part will want the data watch on its own node, if
+ * it has none yet; 0 when it will not (see own_watch).
  */
 TimestampTz
-own_watches_due(void)
+own_watch_due_at(ZkPart *p)
 {
-	TimestampTz next = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	if (p->own_watch || !p->holds || !p->driver->revocable || p->dead ||
+		p->dropping)
+		return 0;
+	return own_watch_at(p);
+}
+
+/*
+ * Set the data watches on their own nodes that holders want by now.  Run
+ * at the end of every turn, it also sets at once the watch of a node
+ * granted in that turn to a holder that asked to be revocable (the grant's
+ * own_watch() came before the grant itself).
+ */
+void
+set_due_own_watches(void)
+{
 	dlist_iter	it;
 
 	if (!zk_connected())
-		return 0;				/* reconnecting advances every part */
+		return;					/* reconnecting advances every part */
 	dlist_foreach(it, &parts)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
 
-		if (p->own_watch || !p->holds || !p->driver->revocable || p->dead ||
-			p->dropping)
-			continue;
-		own_watch(p);
-		if (!p->own_watch && own_watch_at(p) > now &&
-			(next == 0 || own_watch_at(p) < next))
-			next = own_watch_at(p);
+		if (own_watch_due_at(p) != 0)
+			own_watch(p);
 	}
-	return next;
 }
