@@ -47,12 +47,15 @@ OBJS = \
 EXTENSION = zklock
 # Every install script (sql/zklock--V.sql) and upgrade script
 # (sql/zklock--OLD--NEW.sql); zklock.control names the default version.
+# 1.3 has no install script of its own: CREATE EXTENSION installs 1.2 and
+# updates it (see sql/zklock--1.2--1.3.sql).
 DATA = \
 	sql/zklock--1.0.sql \
 	sql/zklock--1.1.sql \
 	sql/zklock--1.2.sql \
 	sql/zklock--1.0--1.1.sql \
-	sql/zklock--1.1--1.2.sql
+	sql/zklock--1.1--1.2.sql \
+	sql/zklock--1.2--1.3.sql
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
 # project headers are named by their directory: "shared/protocol.h"
@@ -97,7 +100,7 @@ bench-smoke:
 
 # PGXN distribution: git archive of HEAD (uncommitted changes are not in it),
 # named after the top-level "version" of META.json, which must be the
-# default_version of zklock.control (1.2 -> 1.2.0).
+# default_version of zklock.control (1.3 -> 1.3.0).
 DIST_VERSION = $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json)
 DIST_ZIP = $(EXTENSION)-$(DIST_VERSION).zip
 

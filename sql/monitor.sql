@@ -27,7 +27,8 @@ SELECT s.requests = t.requests AND s.grants = t.grants AND s.timeouts = t.timeou
 -- zk_stats_reset(): the cumulative counters start again from 0
 SELECT zk_stats_reset();
 SELECT requests, grants, local_grants, waits, timeouts, cancels, session_losses,
-       reconnects, orphans_deleted, zk_requests, stats_reset > now() - interval '1 minute' AS reset_now
+       reconnects, orphans_deleted, zk_requests, zk_multis, zk_multi_writes,
+       zk_multis_refused, stats_reset > now() - interval '1 minute' AS reset_now
   FROM zk_stats;
 -- 100 uncontended acquire-release cycles count 100 requests and 100 grants
 -- (each a node in ZooKeeper: no local grant), no wait, timeout or cancel;

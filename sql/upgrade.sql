@@ -1,6 +1,6 @@
 -- Packaging of the SQL API:
 --   * a fresh CREATE EXTENSION zklock (the default version), 1.0 updated
---     to it through 1.1, and 1.1 updated to it leave the same objects,
+--     to it through 1.1 and 1.2, and 1.1 updated to it leave the same objects,
 --     definitions, comments and privileges (each install script and the
 --     update path ending in its version must stay equivalent);
 --   * no function or view of the extension is usable by PUBLIC;
@@ -107,9 +107,9 @@ SELECT * FROM upg.zk_mine_privileges();
 SELECT * FROM upg.zklock_public_can_use();
 CREATE TABLE upg.fresh AS SELECT * FROM upg.zklock_objects();
 DROP EXTENSION zklock;
--- the update paths to 1.2
+-- the update paths to 1.3
 SELECT source, target, path FROM pg_extension_update_paths('zklock')
- WHERE target = '1.2' AND path IS NOT NULL
+ WHERE target = '1.3' AND path IS NOT NULL
  ORDER BY source;
 -- 2. 1.0, then ALTER EXTENSION UPDATE to 1.1, then to the default version.
 CREATE EXTENSION zklock VERSION '1.0';
@@ -149,6 +149,18 @@ ORDER BY object, property, side;
 SELECT object FROM upg.fresh
  WHERE property = 'member' AND object ~ 'zk_stats'
  ORDER BY object;
+DROP EXTENSION zklock;
+-- 2c. 1.2 works with this library before ALTER EXTENSION UPDATE (its
+-- zk_stats has no counters of multis), and gets them with it.
+CREATE EXTENSION zklock VERSION '1.2';
+SELECT count(*) AS columns FROM pg_attribute
+ WHERE attrelid = 'zk_stats'::regclass AND attnum > 0;
+SELECT requests >= 0 AND zk_requests >= 0 AS works FROM zk_stats;
+ALTER EXTENSION zklock UPDATE;
+SELECT string_agg(attname, ', ' ORDER BY attnum) AS columns FROM pg_attribute
+ WHERE attrelid = 'zk_stats'::regclass AND attnum > 0;
+SELECT zk_multis >= 0 AND zk_multi_writes >= zk_multis * 2
+       AND zk_multis_refused <= zk_multis AS works FROM zk_stats;
 DROP EXTENSION zklock;
 -- 3. Into a schema of its own: everything goes there and works from there.
 CREATE SCHEMA s;

@@ -208,22 +208,18 @@ zk_status(PG_FUNCTION_ARGS)
 /* ---- cumulative counters ---- */
 
 /*
- * Columns of zk_stats (1.2): the cumulative counters, the two gauges and
- * when the counters were last reset.
- */
-#define ZK_STATS_COLS 13
-
-/*
  * The row of the zk_stats view: reads the atomic counters of ZkShared, no
- * lock (a row may mix counts a few grants apart; each one is exact).
+ * lock (a row may mix counts a few grants apart; each one is exact).  The
+ * cumulative counters, the two gauges and when the counters were last
+ * reset; 1.3 added the counters of multis after zk_requests.  The library
+ * serves both definitions: a database may still have 1.2 installed.
  */
-PG_FUNCTION_INFO_V1(zk_stats_internal);
-Datum
-zk_stats_internal(PG_FUNCTION_ARGS)
+static Datum
+stats_row(FunctionCallInfo fcinfo, bool multis)
 {
 	TupleDesc	tupdesc;
-	Datum		values[ZK_STATS_COLS];
-	bool		nulls[ZK_STATS_COLS] = {0};
+	Datum		values[16];
+	bool		nulls[16] = {0};
 	pg_atomic_uint64 *const counters[] = {
 		&zk_shared->n_requests,
 		&zk_shared->n_grants,
@@ -235,16 +231,24 @@ zk_stats_internal(PG_FUNCTION_ARGS)
 		&zk_shared->n_reconnects,
 		&zk_shared->n_orphans,
 		&zk_shared->n_zk_requests,
+		/* since 1.3 */
+		&zk_shared->n_zk_multis,
+		&zk_shared->n_zk_multi_writes,
+		&zk_shared->n_zk_multis_refused,
 	};
+	int			ncounters = multis ? lengthof(counters) : lengthof(counters) - 3;
 	int			i;
 
 	zk_check_preloaded();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	StaticAssertStmt(lengthof(counters) + 3 == ZK_STATS_COLS,
+	if (tupdesc->natts != ncounters + 3)
+		elog(ERROR, "zk_stats_internal() has %d columns instead of %d",
+			 tupdesc->natts, ncounters + 3);
+	StaticAssertStmt(lengthof(counters) + 3 == lengthof(values),
 					 "zk_stats columns");
 
-	for (i = 0; i < lengthof(counters); i++)
+	for (i = 0; i < ncounters; i++)
 		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(counters[i]));
 	values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&zk_shared->n_nodes));
 	values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&zk_shared->n_watches));
@@ -252,6 +256,22 @@ zk_stats_internal(PG_FUNCTION_ARGS)
 									pg_atomic_read_u64(&zk_shared->stats_reset));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* zk_stats_internal() of 1.2 */
+PG_FUNCTION_INFO_V1(zk_stats_internal);
+Datum
+zk_stats_internal(PG_FUNCTION_ARGS)
+{
+	return stats_row(fcinfo, false);
+}
+
+/* zk_stats_internal() since 1.3 */
+PG_FUNCTION_INFO_V1(zk_stats_internal_1_3);
+Datum
+zk_stats_internal_1_3(PG_FUNCTION_ARGS)
+{
+	return stats_row(fcinfo, true);
 }
 
 /*
@@ -275,6 +295,9 @@ zk_stats_reset(PG_FUNCTION_ARGS)
 	pg_atomic_write_u64(&zk_shared->n_reconnects, 0);
 	pg_atomic_write_u64(&zk_shared->n_orphans, 0);
 	pg_atomic_write_u64(&zk_shared->n_zk_requests, 0);
+	pg_atomic_write_u64(&zk_shared->n_zk_multis, 0);
+	pg_atomic_write_u64(&zk_shared->n_zk_multi_writes, 0);
+	pg_atomic_write_u64(&zk_shared->n_zk_multis_refused, 0);
 	pg_atomic_write_u64(&zk_shared->stats_reset,
 						(uint64) GetCurrentTimestamp());
 	PG_RETURN_VOID();

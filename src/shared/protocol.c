@@ -119,6 +119,9 @@ zk_shmem_startup(void)
 		pg_atomic_init_u64(&zk_shared->n_waits, 0);
 		pg_atomic_init_u64(&zk_shared->n_cancels, 0);
 		pg_atomic_init_u64(&zk_shared->n_zk_requests, 0);
+		pg_atomic_init_u64(&zk_shared->n_zk_multis, 0);
+		pg_atomic_init_u64(&zk_shared->n_zk_multi_writes, 0);
+		pg_atomic_init_u64(&zk_shared->n_zk_multis_refused, 0);
 		pg_atomic_init_u64(&zk_shared->stats_reset,
 						   (uint64) GetCurrentTimestamp());
 		pg_atomic_init_u32(&zk_shared->n_nodes, 0);

@@ -196,6 +196,9 @@ typedef struct ZkShared
 	pg_atomic_uint64 n_waits;	/* requests that had to wait for another */
 	pg_atomic_uint64 n_cancels; /* waits ended by cancel or a timeout GUC */
 	pg_atomic_uint64 n_zk_requests; /* calls the engine sent to ZooKeeper */
+	pg_atomic_uint64 n_zk_multis;	/* multis of coalesced writes sent */
+	pg_atomic_uint64 n_zk_multi_writes; /* the writes in them */
+	pg_atomic_uint64 n_zk_multis_refused;	/* multis ZooKeeper refused */
 	pg_atomic_uint32 n_nodes;	/* znodes of ours the engine tracks */
 	pg_atomic_uint32 n_watches;	/* watches it has set */
 

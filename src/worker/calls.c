@@ -707,6 +707,8 @@ send_multi(ZkCall **calls, int n)
 	{
 		elog(DEBUG2, "zklock: sent a multi of %d writes", n);
 		pg_atomic_fetch_add_u64(&zk_shared->n_zk_requests, 1);
+		pg_atomic_fetch_add_u64(&zk_shared->n_zk_multis, 1);
+		pg_atomic_fetch_add_u64(&zk_shared->n_zk_multi_writes, n);
 		write_batches++;
 		return;
 	}
@@ -797,8 +799,11 @@ zk_calls_flush(void)
 										dlist_pop_head_node(&spent));
 
 		if (m->failed >= 0)
+		{
+			pg_atomic_fetch_add_u64(&zk_shared->n_zk_multis_refused, 1);
 			elog(DEBUG1, "zklock: ZooKeeper refused a multi of %d writes: %s at its write %d; the others go again",
 				 m->n, zerror(m->rc), m->failed + 1);
+		}
 		else if (m->rc != ZOK)
 			elog(DEBUG1, "zklock: a multi of %d writes was not done: %s",
 				 m->n, zerror(m->rc));

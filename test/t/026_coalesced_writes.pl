@@ -24,6 +24,7 @@
 #    - Writes held back while others are in flight, when the session ends,
 #      are not sent in the next session.
 #    - With zklock.write_batch = 1 no multi is sent.
+#    zk_stats counts each multi, its writes and each refusal.
 
 use strict;
 use warnings;
@@ -85,6 +86,23 @@ sub check_refusal
 		"the ${what}s after it went alone");
 }
 
+# zk_stats' counters of multis: [ zk_multis, zk_multi_writes,
+# zk_multis_refused ].
+sub multi_stats
+{
+	return [ split /\|/,
+		  $node_a->safe_psql('postgres',
+			  'SELECT zk_multis, zk_multi_writes, zk_multis_refused FROM zk_stats') ];
+}
+
+# What multi_stats() counted since $before.
+sub multis_since
+{
+	my ($before) = @_;
+	my $now = multi_stats();
+	return [ map { $now->[$_] - $before->[$_] } 0 .. 2 ];
+}
+
 # Lock nodes (ephemeral) of lock co/$i; in scalar context their number.
 sub nodes_of
 {
@@ -117,7 +135,10 @@ for i in range(1, int(args[0]) + 1):
 note 'acquires in one multi';
 
 my $log = -s $node_a->logfile;
+my $stats = multi_stats();
 my @r = together("SELECT zk_lock_acquire('co/%d')");
+is_deeply(multis_since($stats), [ 1, $n, 0 ],
+	"zk_stats: one multi of $n writes, none refused");
 for my $i (1 .. $n)
 {
 	is_deeply($r[ $i - 1 ], [ 't', '' ], "session $i holds co/$i");
@@ -180,6 +201,7 @@ ok($node_a->log_contains(qr/sent a multi of $n writes/, $log),
 note 'acquires in one multi, one of whose parents went meanwhile';
 
 $log = -s $node_a->logfile;
+$stats = multi_stats();
 @r = together(
 	"SELECT zk_lock_acquire('co/%d')",
 	sub {
@@ -195,6 +217,7 @@ for my $i (1 .. $n)
 	ok(!free_elsewhere($i), "co/$i is taken for another instance");
 }
 check_refusal($log, 'create');
+is(multis_since($stats)->[2], 1, 'zk_stats: one multi refused');
 
 # ---------------------------------------------------------------------------
 note 'releases in one multi, one of whose nodes someone else deleted';
@@ -219,11 +242,13 @@ $node_a->reload;
 poll_until(sub { $s[0]->query_ok('SHOW zklock.write_batch') eq '1' })
   or die 'the setting did not come';
 $log = -s $node_a->logfile;
+$stats = multi_stats();
 @r = together("SELECT zk_lock_acquire('co/%d')");
 is_deeply([ map { $_->[0] } @r ], [ ('t') x $n ], 'every session holds its lock');
 @r = together("SELECT zk_lock_release('co/%d')");
 is_deeply([ map { $_->[0] } @r ], [ ('t') x $n ], 'and releases it');
 ok(!$node_a->log_contains(qr/sent a multi/, $log), 'without a multi');
+is_deeply(multis_since($stats), [ 0, 0, 0 ], 'zk_stats: no multi');
 my @left = ZkFault::zk_lock_nodes($zk, '/zklock/co');
 is_deeply(\@left, [], 'no node left');
 

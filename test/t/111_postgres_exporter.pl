@@ -125,6 +125,10 @@ is($m{"zklock_stats_$_"}, $want{$_}, "zklock_stats_$_ $want{$_}")
 cmp_ok($m{zklock_stats_zk_requests_total}, '>=', 3,
 	'zklock_stats_zk_requests_total: at least the create, listing and data watch of the node');
 cmp_ok($m{zklock_stats_watches}, '>=', 1, 'zklock_stats_watches: at least one');
+my $multis = $node->safe_psql('postgres',
+	'SELECT zk_multis, zk_multi_writes, zk_multis_refused FROM zk_stats');
+is( join('|', map { $m{"zklock_stats_${_}_total"} } qw(zk_multis zk_multi_writes zk_multis_refused)),
+	$multis, 'zklock_stats_zk_multis_total, _zk_multi_writes_total, _zk_multis_refused_total');
 cmp_ok($m{zklock_stats_reconnects_total}, '<=', 1,
 	'zklock_stats_reconnects_total: no more than the first connection');
 my $reset = $node->safe_psql('postgres',
