@@ -2,14 +2,20 @@
 #    A Jepsen-style mutual-exclusion checker on one machine.
 #
 #    Six clients, three on each of two PostgreSQL instances sharing one
-#    ZooKeeper, loop: take the zklock lock "mutex", do a deliberately
+#    ZooKeeper, loop: take a zklock lock (with an odd name: spaces, quotes,
+#    non-ASCII letters, several segments), do a deliberately
 #    non-atomic read-modify-write of a counter kept in a third PostgreSQL
 #    instance (the store, reached through dblink: read, pause, write
 #    value + 1), release.  Each completed write records its critical section
 #    (client, token, start, end) in the store in the same statement as the
-#    write.  Faults are injected meanwhile: ZooKeeper restarted within the
-#    session timeout, and a worker paused (SIGSTOP) past the session timeout
-#    while one of its clients is inside its critical section.
+#    write.  In about a third of their sections the clients take the lock
+#    again (re-entrant) and give that back before they write, so a
+#    re-entrant release that freed the lock would show as an overlap.
+#    Faults are injected meanwhile: ZooKeeper restarted within the session
+#    timeout, a worker paused (SIGSTOP) past the session timeout while one
+#    of its clients is inside its critical section, and a worker terminated
+#    (SIGTERM; the postmaster starts another, with a new session) while its
+#    clients hold and wait.
 #
 #    Phase 1 (no fencing): before writing, a client checks zk_lock_held in
 #    its own session and does not write when the lock was lost; the write
@@ -60,7 +66,7 @@ INSERT INTO counter VALUES (1, 0, 0), (2, 0, 0);
 CREATE TABLE sections (id bigserial PRIMARY KEY, phase integer NOT NULL,
                        client text NOT NULL, token bigint NOT NULL,
                        t_start timestamptz NOT NULL, t_end timestamptz NOT NULL,
-                       value bigint NOT NULL);
+                       value bigint NOT NULL, reentered boolean NOT NULL);
 CREATE TABLE ctl (stop boolean NOT NULL, phase integer NOT NULL,
                   victim text, go boolean NOT NULL, victim_state text);
 INSERT INTO ctl VALUES (false, 1, NULL, false, NULL);
@@ -73,7 +79,7 @@ my $mb = ZkLockTest::pg_node('mb', $zk);
 
 my $client_sql = <<'SQL';
 CREATE EXTENSION dblink;
-CREATE FUNCTION client_loop(me text, conn text) RETURNS text
+CREATE FUNCTION client_loop(me text, conn text, lk text) RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
 	c record;
@@ -85,6 +91,8 @@ DECLARE
 	outcome text;
 	victim boolean;
 	announced boolean;
+	depth integer;
+	reentered boolean;
 	ok integer := 0;
 	lost integer := 0;
 	fenced integer := 0;
@@ -101,7 +109,7 @@ BEGIN
 		victim := c.victim IS NOT DISTINCT FROM me;
 		announced := false;
 		BEGIN
-			got := zk_lock_acquire('mutex', 2000);
+			got := zk_lock_acquire(lk, 2000);
 		EXCEPTION WHEN OTHERS THEN
 			err := err + 1;
 			lasterr := SQLERRM;
@@ -112,13 +120,24 @@ BEGIN
 			tmo := tmo + 1;
 			CONTINUE;
 		END IF;
+		depth := 1;
 
 		-- the critical section
 		outcome := NULL;
 		BEGIN
 			t0 := clock_timestamp();
-			tok := zk_lock_token('mutex');
-			IF tok IS NULL THEN
+			tok := zk_lock_token(lk);
+			IF random() < 0.3 THEN
+				IF zk_lock_acquire(lk, 2000) THEN
+					depth := 2;
+				ELSE
+					outcome := 'error: re-entrant acquire timed out';
+				END IF;
+			END IF;
+			reentered := depth = 2;
+			IF outcome IS NOT NULL THEN
+				NULL;
+			ELSIF tok IS NULL THEN
 				outcome := 'lost';
 			ELSIF c.phase = 1 THEN
 				SELECT value INTO v FROM dblink('store',
@@ -145,13 +164,18 @@ BEGIN
 				ELSE
 					PERFORM pg_sleep(0.005 + random() * 0.02);
 				END IF;
+				-- the re-entrant holding given back: still held once
+				IF depth = 2 THEN
+					PERFORM zk_lock_release(lk);
+					depth := 1;
+				END IF;
 				IF c.phase = 1 THEN
-					IF zk_lock_held('mutex') THEN
+					IF zk_lock_held(lk) THEN
 						SELECT count(*) INTO n FROM dblink('store', format(
 							'WITH u AS (UPDATE counter SET value = %s WHERE id = 1 RETURNING value) '
-							'INSERT INTO sections (phase, client, token, t_start, t_end, value) '
-							'SELECT 1, %L, %s, %L, clock_timestamp(), value FROM u RETURNING 1',
-							v + 1, me, tok, t0)) AS t(x integer);
+							'INSERT INTO sections (phase, client, token, t_start, t_end, value, reentered) '
+							'SELECT 1, %L, %s, %L, clock_timestamp(), value, %L FROM u RETURNING 1',
+							v + 1, me, tok, t0, reentered)) AS t(x integer);
 						outcome := CASE WHEN n = 1 THEN 'wrote' ELSE 'rejected' END;
 					ELSE
 						outcome := 'lost';
@@ -160,9 +184,9 @@ BEGIN
 					-- no zk_lock_held check: the fence alone must protect
 					SELECT count(*) INTO n FROM dblink('store', format(
 						'WITH u AS (UPDATE counter SET value = %s WHERE id = 2 AND last_token <= %s RETURNING value) '
-						'INSERT INTO sections (phase, client, token, t_start, t_end, value) '
-						'SELECT 2, %L, %s, %L, clock_timestamp(), value FROM u RETURNING 1',
-						v + 1, tok, me, tok, t0)) AS t(x integer);
+						'INSERT INTO sections (phase, client, token, t_start, t_end, value, reentered) '
+						'SELECT 2, %L, %s, %L, clock_timestamp(), value, %L FROM u RETURNING 1',
+						v + 1, tok, me, tok, t0, reentered)) AS t(x integer);
 					outcome := CASE WHEN n = 1 THEN 'wrote' ELSE 'rejected' END;
 				END IF;
 			END IF;
@@ -185,7 +209,9 @@ BEGIN
 				'UPDATE ctl SET victim = NULL, go = false, victim_state = %L', outcome));
 		END IF;
 		BEGIN
-			PERFORM zk_lock_release('mutex');
+			FOR i IN 1 .. depth LOOP
+				PERFORM zk_lock_release(lk);
+			END LOOP;
 		EXCEPTION WHEN OTHERS THEN
 			err := err + 1;
 		END;
@@ -200,13 +226,14 @@ $_->safe_psql('postgres', $client_sql) foreach ($ma, $mb);
 sub store_q { return $store->safe_psql('postgres', $_[0]); }
 
 my $conn = $store->connstr('postgres');
+my $lock = q{mutex "checker"/it's ünïcödé…/-_:@ x};
 my @clients;
 foreach my $spec ([ $ma, 'a1' ], [ $ma, 'a2' ], [ $ma, 'a3' ],
 	[ $mb, 'b1' ], [ $mb, 'b2' ], [ $mb, 'b3' ])
 {
 	my ($nd, $name) = @$spec;
 	my $s = ZkLockTest::Session->new($nd);
-	$s->send("SELECT client_loop('$name', \$conn\$$conn\$conn\$)");
+	$s->send("SELECT client_loop('$name', \$conn\$$conn\$conn\$, \$lk\$$lock\$lk\$)");
 	push @clients, [ $name, $s ];
 }
 
@@ -224,38 +251,53 @@ sub wait_sections
 		"$what: $more more critical sections completed");
 }
 
-# Make b1 the victim: once it is inside its critical section, pause mb's
-# worker until ZooKeeper has expired its session and a client of ma has
-# completed a section, then let b1 go on; returns what b1 did.
-sub pause_victim
+# Make $victim (a client of $node) the victim: once it is inside its
+# critical section, run $fault (given $node's status), wait until a client
+# of the other instance ($others, a LIKE pattern) has completed a section,
+# then let the victim go on; returns what the victim did.
+sub fault_victim
 {
-	my ($phase) = @_;
-	store_q("UPDATE ctl SET victim = 'b1', go = false, victim_state = NULL");
+	my ($phase, $victim, $node, $others, $what, $fault) = @_;
+	store_q("UPDATE ctl SET victim = '$victim', go = false, victim_state = NULL");
 	ok( poll_until(sub { store_q('SELECT victim_state LIKE \'in:%\' FROM ctl') eq 't' },
 			timeout => 60),
-		"phase $phase: b1 is inside its critical section");
-	my $st = poll_status($mb, sub { $_[0]{state} eq 'connected' });
+		"phase $phase: $victim is inside its critical section");
+	my $st = poll_status($node, sub { $_[0]{state} eq 'connected' });
 	my $max = store_q('SELECT coalesce(max(id), 0) FROM sections');
-	signal_process($st->{worker_pid}, 'STOP');
 	my $t = time;
+	$fault->($st);
 	$faults++;
 	ok( poll_until(
 			sub {
-				store_q("SELECT count(*) FROM sections WHERE id > $max AND client LIKE 'a%'") > 0;
+				store_q("SELECT count(*) FROM sections WHERE id > $max AND client LIKE '$others'") > 0;
 			},
 			timeout => 60),
-		"phase $phase: while b1 sits in its section, ma's clients get the lock");
-	note sprintf('phase %d: ma wrote %.1f s into the pause', $phase, time - $t);
-	ok(!zk_session_alive($zk, 1, $st->{session_id}),
-		"phase $phase: ZooKeeper has expired mb's session");
+		"phase $phase: while $victim sits in its section, the other instance's clients get the lock");
+	note sprintf('phase %d: the other instance wrote %.1f s after %s', $phase, time - $t, $what);
 	store_q('UPDATE ctl SET go = true');
 	ok(poll_until(sub { store_q('SELECT victim_state NOT LIKE \'in:%\' FROM ctl') eq 't' },
 			timeout => 60),
-		"phase $phase: b1 leaves its section");
-	my $outcome = store_q('SELECT victim_state FROM ctl');
-	signal_process($st->{worker_pid}, 'CONT');
+		"phase $phase: $victim leaves its section");
+	return store_q('SELECT victim_state FROM ctl');
+}
+
+# b1 the victim: mb's worker paused until ZooKeeper has expired its session.
+sub pause_victim
+{
+	my ($phase) = @_;
+	my $old;
+	my $outcome = fault_victim(
+		$phase, 'b1', $mb, 'a%',
+		"mb's worker was paused",
+		sub {
+			$old = $_[0];
+			signal_process($old->{worker_pid}, 'STOP');
+		});
+	ok(!zk_session_alive($zk, 1, $old->{session_id}),
+		"phase $phase: ZooKeeper has expired mb's session");
+	signal_process($old->{worker_pid}, 'CONT');
 	ok( poll_status($mb,
-			sub { $_[0]{state} eq 'connected' && $_[0]{session_id} ne $st->{session_id} },
+			sub { $_[0]{state} eq 'connected' && $_[0]{session_id} ne $old->{session_id} },
 			timeout => 30),
 		"phase $phase: mb's worker resumes with a new session");
 	return $outcome;
@@ -278,14 +320,35 @@ my $sa = poll_status($ma,
 ok($sa, 'ma reconnects after the ZooKeeper restart');
 is($sa->{session_losses} // '', $st0{ma}{session_losses}, 'ma kept its session');
 my $sb = poll_status($mb, sub { $_[0]{state} eq 'connected' });
-note 'mb after the restart: ' . ($sb->{session_losses} > $st0{mb}{session_losses}
-	? 'session lost' : 'session kept');
+my $mb_lost = $sb->{session_losses} > $st0{mb}{session_losses};
+note 'mb after the restart: ' . ($mb_lost ? 'session lost' : 'session kept');
 wait_sections(1, 30, 'after the ZooKeeper restart');
 
 # fault: mb's worker paused while its client b1 is in its critical section
 is(pause_victim(1), 'lost',
 	'b1 sees zk_lock_held false after the pause and does not write');
 wait_sections(1, 20, 'after the pause', 'b%');
+
+# fault: ma's worker terminated while its client a1 is in its critical
+# section; the postmaster starts another, which has a new session
+is( fault_victim(
+		1, 'a1', $ma, 'b%',
+		"ma's worker was terminated",
+		sub {
+			my ($old) = @_;
+			signal_process($old->{worker_pid}, 'TERM');
+			ok( poll_status($ma,
+					sub {
+						$_[0]{state} eq 'connected'
+						  && $_[0]{worker_pid} ne $old->{worker_pid}
+						  && $_[0]{session_id} ne $old->{session_id};
+					},
+					timeout => 60),
+				"phase 1: ma's restarted worker has a new session");
+		}),
+	'lost',
+	'a1 sees zk_lock_held false after its worker restarted and does not write');
+wait_sections(1, 20, 'after the worker restart', 'a%');
 
 # ---------------------------------------------------------------------------
 note 'phase 2: fencing tokens guard the write';
@@ -298,15 +361,23 @@ is(pause_victim(2), 'rejected',
 wait_sections(2, 20, 'after the second pause', 'b%');
 
 store_q('UPDATE ctl SET stop = true');
+my $lost_sections = 0;
 foreach my $c (@clients)
 {
 	my ($name, $s) = @$c;
 	my ($out, $err) = $s->result(timeout => 60);
-	like($out // '', qr/^wrote=\d+ lost=\d+ fenced=\d+ timeout=\d+ error=\d+/,
+	like($out // '', qr/^wrote=\d+ lost=(\d+) fenced=(\d+) timeout=\d+ error=\d+/,
 		"client $name stops cleanly");
+	$lost_sections += $1 + $2 if ($out // '') =~ /lost=(\d+) fenced=(\d+)/;
 	note "client $name: " . ($out // 'no result');
 	$s->quit;
 }
+# The victims lost their lock three times (b1 twice, a1 once); one more
+# section may have been lost when mb lost its session in the ZooKeeper
+# restart.  Any other loss is a lock given up too early (a re-entrant
+# release that let the node go, say).
+cmp_ok($lost_sections, '<=', 3 + ($mb_lost ? 1 : 0),
+	'clients lost their lock (or were fenced) only in the faults');
 
 # ---------------------------------------------------------------------------
 note 'checking the history';
@@ -324,8 +395,10 @@ my $inversions1 = store_q(
 	  . 'FROM sections WHERE phase = 1) s WHERE token <= prev');
 my $clients1 = store_q('SELECT count(DISTINCT client) FROM sections WHERE phase = 1');
 my $local1 = store_q('SELECT count(*) FROM sections WHERE phase = 1 AND token % 1024 <> 0');
+my $reentered1 = store_q('SELECT count(*) FROM sections WHERE phase = 1 AND reentered');
 cmp_ok($sections1, '>=', 80, 'phase 1: enough critical sections to mean something');
 cmp_ok($local1, '>', 0, "phase 1: $local1 sections were local hand-offs");
+cmp_ok($reentered1, '>', 0, "phase 1: in $reentered1 sections the lock was taken again and given back");
 is($clients1, 6, 'phase 1: every client completed sections');
 is($counter1, $sections1, 'phase 1: counter == completed critical sections (no lost update)');
 is($overlaps1, 0, 'phase 1: no two critical sections overlap');
@@ -344,7 +417,7 @@ cmp_ok($local2, '>', 0, "phase 2: $local2 accepted writes were local hand-offs")
 is($counter2, $sections2, 'phase 2: counter == accepted writes (zero lost updates)');
 
 my $lost_updates = ($sections1 - $counter1) + ($sections2 - $counter2);
-note "phase 1: $sections1 critical sections ($local1 local hand-offs), counter $counter1, "
+note "phase 1: $sections1 critical sections ($local1 local hand-offs, $reentered1 re-entered), counter $counter1, "
   . "$overlaps1 overlaps, $inversions1 token inversions";
 note "phase 2: $sections2 accepted writes, counter $counter2, "
   . "$overlaps2 overlapping sections (harmless under fencing)";
