@@ -1,4 +1,6 @@
 -- The zk_locks view, zk_status(), the zk_stats view and privileges.
+-- (a request of its own first, so that it does not depend on the suites before)
+SELECT zk_lock_try('reg/first') AND zk_lock_release('reg/first') AS requested;
 SELECT state, session_id ~ '^0x[0-9a-f]+$' AS has_session, server IS NOT NULL AS has_server,
        session_timeout_ms > 0 AS has_timeout, requests > 0 AS counted,
        worker_pid > 0 AS has_worker

@@ -534,7 +534,10 @@ take_leases(const char *name, int flags, TimestampTz deadline,
 		if (state != ZKE_LOST)
 			return state;
 		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+		{
+			zk_count_timeout();
 			return ZKE_PENDING;
+		}
 	}
 }
 

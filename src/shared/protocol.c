@@ -486,22 +486,57 @@ zk_entry_valid(int id, uint32 generation, int64 *token)
 }
 
 /*
+ * In a PG_CATCH of a wait: count the wait in zk_stats.cancels when the
+ * ERROR is a cancel, statement_timeout or lock_timeout.
+ */
+static void
+count_if_cancel(void)
+{
+	int			code = geterrcode();
+
+	if (code == ERRCODE_QUERY_CANCELED || code == ERRCODE_LOCK_NOT_AVAILABLE)
+		pg_atomic_fetch_add_u64(&zk_shared->n_cancels, 1);
+}
+
+/* Count, in zk_stats.timeouts, a call that returns false: its time is up. */
+void
+zk_count_timeout(void)
+{
+	pg_atomic_fetch_add_u64(&zk_shared->n_timeouts, 1);
+}
+
+/*
  * Wait, until the deadline (0: none), for a granted entry whose session is
  * not confirmed lately to be confirmed, or lost.  Returns the last
- * zk_entry_check() answer; the entry stays the caller's either way.
+ * zk_entry_check() answer (PENDING: the deadline passed first, counted as
+ * a timeout); the entry stays the caller's either way.
  */
 ZkEntryState
 zk_wait_confirmed(int id, uint32 generation, TimestampTz deadline)
 {
-	for (;;)
-	{
-		ZkEntryState state = zk_entry_check(id, generation, NULL);
-		TimestampTz now = GetCurrentTimestamp();
+	ZkEntryState state;
 
-		if (state != ZKE_PENDING || (deadline != 0 && now >= deadline))
-			return state;
-		zk_sleep(deadline ? Min(100, (deadline - now + 999) / 1000) : 100);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			state = zk_entry_check(id, generation, NULL);
+			if (state != ZKE_PENDING || (deadline != 0 && now >= deadline))
+				break;
+			zk_sleep(deadline ? Min(100, (deadline - now + 999) / 1000) : 100);
+		}
 	}
+	PG_CATCH();
+	{
+		count_if_cancel();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (state == ZKE_PENDING)
+		zk_count_timeout();
+	return state;
 }
 
 /*
@@ -721,7 +756,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 					if (result != ZKE_HELD && result != ZKE_DONE)
 					{
 						result = ZKE_PENDING;
-						pg_atomic_fetch_add_u64(&zk_shared->n_timeouts, 1);
+						zk_count_timeout();
 					}
 					break;
 				}
@@ -738,10 +773,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 	}
 	PG_CATCH();
 	{
-		int			code = geterrcode();
-
-		if (code == ERRCODE_QUERY_CANCELED || code == ERRCODE_LOCK_NOT_AVAILABLE)
-			pg_atomic_fetch_add_u64(&zk_shared->n_cancels, 1);
+		count_if_cancel();
 		if (LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);
 		zk_give_up(id, generation);
@@ -828,7 +860,8 @@ zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
  * barrier) and wait for it like a lock wait: cancel, statement_timeout and
  * lock_timeout end it with their ERRORs.  Returns DONE, WOULD_BLOCK (a
  * no-wait ask), or PENDING when the deadline (0: none) passed first; the
- * entry stays the caller's in every case, errors included.
+ * entry stays the caller's in every case, errors included.  Counted in
+ * zk_stats like a lock wait.
  */
 ZkAskState
 zk_ask_wait(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
@@ -841,12 +874,18 @@ zk_ask_wait(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 	{
 		state = zk_ask_loop(id, generation, ask, deadline);
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
+		count_if_cancel();
 		if (LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	if (LockTimeout > 0)
+		disable_timeout(LOCK_TIMEOUT, false);
+	if (state == ZK_ASK_PENDING)
+		zk_count_timeout();
 	return state;
 }
 

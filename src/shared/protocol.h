@@ -242,6 +242,7 @@ extern int64 zk_entry_session(int id, uint32 generation);
 extern ZkEntryState zk_entry_check(int id, uint32 generation, int64 *token);
 extern ZkEntryState zk_wait_confirmed(int id, uint32 generation,
 									  TimestampTz deadline);
+extern void zk_count_timeout(void);
 extern int64 zk_entry_result(int id, uint32 generation);
 extern void zk_entry_publish(int id, uint32 generation, int session_count,
 							 int xact_count, bool revocable);

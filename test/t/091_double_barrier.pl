@@ -12,7 +12,9 @@
 #    every member and lets the next round's first member through alone;
 #    an instance that loses its ZooKeeper session (its worker paused past
 #    the session timeout) loses its memberships, and an enter still
-#    waiting starts over in the next session.
+#    waiting starts over in the next session.  zk_stats counts a leave
+#    that times out in timeouts, one ended by cancel or lock_timeout in
+#    cancels, as for a lock wait.
 #
 #    Every "is waiting" is established positively (pg_stat_activity, the
 #    member nodes in ZooKeeper, Curator's watch), never by sleeping.
@@ -52,6 +54,22 @@ sub members_become
 {
 	my ($name, $want) = @_;
 	return poll_until(sub { scalar(members_of($name)) == $want });
+}
+
+# zk_stats' timeouts and cancels of instance A, as "timeouts cancels".
+sub stats_a
+{
+	return join ' ', split /\|/,
+	  $pa->safe_psql('postgres', 'SELECT timeouts, cancels FROM zk_stats');
+}
+
+# What stats_a() counted since $before.
+sub counted_since
+{
+	my ($before) = @_;
+	my @b = split / /, $before;
+	my @n = split / /, stats_a();
+	return join ' ', $n[0] - $b[0], $n[1] - $b[1];
 }
 
 sub ready_exists
@@ -267,8 +285,10 @@ is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 2)"), 't',
 	'zklock enters beside Curator');
 is($curator->answer('c3'), 'ok', 'Curator entered');
 ok(ready_exists('db/lt'), '"ready" exists');
+my $stats = stats_a();
 is($sa->query_ok("SELECT zk_double_barrier_leave('db/lt', 300)"), 'f',
 	'a leave with a timeout returns false while Curator is inside');
+is(counted_since($stats), '1 0', 'zk_stats counts it as a timeout');
 ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
 ok(poll_until(sub { !ready_exists('db/lt') }),
 	'the timed-out leave deleted "ready", as Curator\'s does');
@@ -283,20 +303,24 @@ ok(members_become('db/lt', 1), "Curator's member node exists");
 is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 2)"), 't',
 	'zklock enters beside Curator again');
 is($curator->answer('c3'), 'ok', 'Curator entered');
+$stats = stats_a();
 start_waiting($pa, $sa, "SELECT zk_double_barrier_leave('db/lt')",
 	'a leave to be cancelled');
 is($pa->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $sa->pid . ')'),
 	't', 'cancel sent');
 ($out, $err) = $sa->result;
 is(sqlstate($err), '57014', 'the leave ends with SQLSTATE 57014');
+is(counted_since($stats), '0 1', 'zk_stats counts it as a cancel');
 ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
 ok(poll_until(sub { !ready_exists('db/lt') }),
 	'the cancelled leave deleted "ready"');
 $sa->query_ok("SET lock_timeout = '500ms'");
 is($sa->query_ok("SELECT zk_double_barrier_enter('db/lt', 1)"), 't',
 	'zklock enters a third time (a barrier of one: at once)');
+$stats = stats_a();
 ($out, $err) = $sa->query("SELECT zk_double_barrier_leave('db/lt')");
 is(sqlstate($err), '55P03', 'lock_timeout ends a leave with 55P03');
+is(counted_since($stats), '0 1', 'zk_stats counts it as a cancel');
 $sa->query_ok("RESET lock_timeout");
 ok(members_become('db/lt', 1), "zklock's member node is gone, Curator's stays");
 ok(poll_until(sub { !ready_exists('db/lt') }),
