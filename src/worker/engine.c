@@ -146,9 +146,11 @@ attach(ZkPart *p, int id)
 
 /*
  * Is the part's node still in ZooKeeper on behalf of entries done with it,
- * or is its driver still at work for them (busy)?  Not once the node is
- * gone, nor while the part keeps it for entries it still serves (the lock
- * then has a new holder or waiter) or retains it (zklock.retain_time,
+ * or is its driver still at work for them (busy, or the last calls of a
+ * dropped part: a double barrier's "ready" to delete)?  Not once the node
+ * is gone and the last calls are answered (a lost session ends them), nor
+ * while the part keeps it for entries it still serves (the
+ * lock then has a new holder or waiter) or retains it (zklock.retain_time,
  * whose README text says so).
  */
 static bool
@@ -156,7 +158,9 @@ node_pending(ZkPart *p)
 {
 	return !p->dead &&
 		((p->dropping && p->phase != NODE_NONE) ||
-		 (p->driver->busy && p->driver->busy(p)));
+		 (p->driver->busy && p->driver->busy(p)) ||
+		 (p->dropping && p->driver->dropped &&
+		  (!p->last_calls || p->inflight > 0)));
 }
 
 /*
@@ -559,8 +563,10 @@ advance(ZkPart *p)
 					p->busy_wait = true;	/* settle_busy() looks again */
 					return;
 				}
-				if (d->dropped && !p->last_calls && zk_connected())
+				if (d->dropped && !p->last_calls)
 				{
+					if (!zk_connected())
+						return; /* made once connected (zk_engine_connected) */
 					p->last_calls = true;
 					d->dropped(p);
 					if (p->inflight > 0)

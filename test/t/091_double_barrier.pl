@@ -7,7 +7,7 @@
 #    is terminated leaves with it; a timed-out, cancelled or
 #    statement/lock-timed-out enter or leave leaves no member node behind;
 #    a leave that ends without completing deletes "ready" (as Curator's
-#    when its time is up), and so does the last membership to end without
+#    when its time is up) before it returns, and so does the last membership to end without
 #    leaving (DISCARD ALL, backend exit), so that "ready" never outlives
 #    every member and lets the next round's first member through alone;
 #    an instance that loses its ZooKeeper session (its worker paused past
@@ -28,14 +28,17 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until sqlstate);
-use ZkFault qw(zk_exists poll_status signal_process);
+use ZkFault qw(zk_exists poll_status signal_process zk_restart_node);
 use ZkInterop;
 
 my $zk = ZkLockTest::zk_start();
-my $pa = ZkLockTest::pg_node('dbarrier_a', $zk);
+# A's session timeout leaves its releases trusted through a short pause of
+# ZooKeeper (see the timed-out leave below)
+my $pa = ZkLockTest::pg_node('dbarrier_a', $zk, 'zklock.session_timeout' => '20000');
 my $pb = ZkLockTest::pg_node('dbarrier_b', $zk);
 my $curator = ZkInterop::curator($zk);
 
@@ -327,6 +330,51 @@ ok(poll_until(sub { !ready_exists('db/lt') }),
 	'the leave ended by lock_timeout deleted "ready"');
 is($curator->ask(c3 => 'dbarrier-leave -1'), 'ok', 'Curator leaves');
 ok(barrier_empty('db/lt'), 'nothing is left of the barrier');
+
+# A leave that times out returns only once "ready" is deleted, even when
+# its own node was gone before (it was not the lowest member): with
+# ZooKeeper paused when its time is up, it waits for ZooKeeper (while A's
+# session stays trusted, as a release does).  The other
+# member is a persistent node named to sort first.
+my $low = '/zklock/db/rd/00000000-0000-4000-8000-000000000000';
+ZkLockTest::zk_python($zk, q{zk.create(args[0], b'', makepath=True)}, $low);
+is($sa->query_ok("SELECT zk_double_barrier_enter('db/rd', 2)"), 't',
+	'zklock enters beside a member that sorts first');
+ok(ready_exists('db/rd'), '"ready" exists');
+my $t_leave = Time::HiRes::time();
+$sa->send("SELECT zk_double_barrier_leave('db/rd', 1000)");
+ok(members_become('db/rd', 1), 'the leave deleted its own node and waits');
+$zk->pause_node(1);
+cmp_ok(Time::HiRes::time() - $t_leave, '<', 0.9,
+	"ZooKeeper was paused before the leave's time was up");
+ok(!poll_until(sub { $sa->done }, timeout => $t_leave + 1.6 - Time::HiRes::time()),
+	'with ZooKeeper paused, the timed-out leave has not returned');
+$zk->resume_node(1);
+is($sa->result, 'f', 'once ZooKeeper is back, it returns false');
+ok(!ready_exists('db/rd'), 'and "ready" was gone when it returned');
+ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, $low);
+ok(barrier_empty('db/rd'), 'nothing is left of the barrier');
+
+# The same with ZooKeeper stopped when the leave's time is up, and started
+# again within A's session timeout: its last calls are made once the
+# session is connected again, and the leave returns after them.
+$low = '/zklock/db/rc/00000000-0000-4000-8000-000000000000';
+ZkLockTest::zk_python($zk, q{zk.create(args[0], b'', makepath=True)}, $low);
+is($sa->query_ok("SELECT zk_double_barrier_enter('db/rc', 2)"), 't',
+	'zklock enters beside a member that sorts first');
+$t_leave = Time::HiRes::time();
+$sa->send("SELECT zk_double_barrier_leave('db/rc', 2000)");
+ok(members_become('db/rc', 1), 'the leave deleted its own node and waits');
+$zk->stop_node(1);
+cmp_ok(Time::HiRes::time() - $t_leave, '<', 1.8,
+	"ZooKeeper was stopped before the leave's time was up");
+ok(!poll_until(sub { $sa->done }, timeout => $t_leave + 2.5 - Time::HiRes::time()),
+	'with ZooKeeper stopped, the timed-out leave has not returned');
+zk_restart_node($zk, 1);
+is($sa->result, 'f', 'once ZooKeeper is back, it returns false');
+ok(!ready_exists('db/rc'), 'and "ready" was gone when it returned');
+ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, $low);
+ok(barrier_empty('db/rc'), 'nothing is left of the barrier');
 
 # ---------------------------------------------------------------------------
 note 'no member completes leaving: "ready" does not outlive the members';

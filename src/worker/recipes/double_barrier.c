@@ -28,7 +28,9 @@
  * A leave that ends without completing (its timeout passed, timeout 0
  * found a member it would wait for, or it was cancelled) deletes "ready"
  * (NONODE is fine), as Curator's does when its time is up: with timeout
- * 0 before it answers, otherwise once the holder has given the entry up.
+ * 0 before it answers, otherwise once the holder has given the entry up,
+ * as the part's last calls (dropped()), which the given-up entry waits
+ * for.
  *
  * Two deliberate differences, both only in when our caller returns, never
  * in what nodes exist: Curator 5.4 returns from leave when, its own node
@@ -104,6 +106,8 @@ typedef struct DbState
 	bool		gave_up;		/* leave: ends without completing */
 	bool		had_node;		/* our node was created */
 	bool		settled;		/* a leave deleted "ready" and answered */
+	bool		gone_ready;		/* dropped: delete "ready" whatever the
+								 * members (a leave given up) */
 } DbState;
 
 static DbState *
@@ -625,7 +629,9 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 		case T_GONE_LIST:
 			if (p->step != DB_GONE)
 				break;
-			if (r->rc == ZOK)
+			if (lost)
+				p->last_calls = false;	/* made again once connected */
+			else if (r->rc == ZOK)
 			{
 				bool		ready = false;
 				bool		members = false;
@@ -644,14 +650,16 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 					zk_call_delete(p, T_GONE_READY, path, -1);
 				}
 			}
-			else if (r->rc != ZNONODE && !lost)
+			else if (r->rc != ZNONODE)
 				ereport(LOG,
 						(errmsg("zklock could not list the members of double barrier \"%s\": %s",
 								p->name, zerror(r->rc))));
 			break;
 
 		case T_GONE_READY:
-			if (r->rc != ZOK && r->rc != ZNONODE && !lost)
+			if (lost)
+				p->last_calls = false;	/* made again once connected */
+			else if (r->rc != ZOK && r->rc != ZNONODE)
 				ereport(LOG,
 						(errmsg("zklock could not delete node \"%s\": %s",
 								r->path, zerror(r->rc))));
@@ -663,7 +671,9 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
  * The membership ended (the holder gave its entry up: after leaving, or
  * a leave or enter that timed out or was cancelled, DISCARD ALL, backend
  * exit, an error), our node is gone and the session lives: the last
- * calls, so that "ready" does not outlive every member.
+ * calls, so that "ready" does not outlive every member.  The engine frees
+ * the given-up entry (the caller returns) once they are answered; lost
+ * with the connection, they are made again once connected.
  */
 static void
 dbarrier_dropped(ZkPart *p)
@@ -673,19 +683,22 @@ dbarrier_dropped(ZkPart *p)
 
 	if (st->settled || !st->had_node)
 		return;					/* done already, or never a member */
-	if (p->step == DB_LEAVING || p->step == DB_LEFT)
+	if (p->step != DB_GONE)
 	{
-		/* a leave given up: as Curator's timed-out leave, delete "ready" */
+		/*
+		 * A leave given up deletes "ready", as Curator's timed-out leave;
+		 * any other end only if no member is left.
+		 */
+		st->gone_ready = (p->step == DB_LEAVING || p->step == DB_LEFT);
 		p->step = DB_GONE;
+	}
+	if (st->gone_ready)
+	{
 		child_path(p, READY_NODE, path, sizeof(path));
 		zk_call_delete(p, T_GONE_READY, path, -1);
 	}
 	else
-	{
-		/* any other end: delete "ready" only if no member is left */
-		p->step = DB_GONE;
 		zk_call_list(p, T_GONE_LIST, p->parent, false);
-	}
 }
 
 const ZkDriver zk_double_barrier_driver = {
