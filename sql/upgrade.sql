@@ -152,15 +152,19 @@ SELECT object FROM upg.fresh
 DROP EXTENSION zklock;
 -- 2c. 1.2 works with this library before ALTER EXTENSION UPDATE (its
 -- zk_stats has no counters of multis), and gets them with it.
+-- A view of the user's on zk_stats stays (the update replaces the view).
 CREATE EXTENSION zklock VERSION '1.2';
 SELECT count(*) AS columns FROM pg_attribute
  WHERE attrelid = 'zk_stats'::regclass AND attnum > 0;
 SELECT requests >= 0 AND zk_requests >= 0 AS works FROM zk_stats;
+CREATE VIEW upg.my_stats AS SELECT grants, zk_requests FROM zk_stats;
 ALTER EXTENSION zklock UPDATE;
 SELECT string_agg(attname, ', ' ORDER BY attnum) AS columns FROM pg_attribute
  WHERE attrelid = 'zk_stats'::regclass AND attnum > 0;
 SELECT zk_multis >= 0 AND zk_multi_writes >= zk_multis * 2
        AND zk_multis_refused <= zk_multis AS works FROM zk_stats;
+SELECT grants >= 0 AS still_works FROM upg.my_stats;
+DROP VIEW upg.my_stats;
 DROP EXTENSION zklock;
 -- 3. Into a schema of its own: everything goes there and works from there.
 CREATE SCHEMA s;

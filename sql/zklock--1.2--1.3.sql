@@ -12,32 +12,25 @@
 
 ----------------------------------------------------------------------------
 -- zk_stats: the counters of coalesced writes (zk_multis, zk_multi_writes,
--- zk_multis_refused), after zk_requests.  A view's columns cannot be
--- inserted, so the view and its function are made again, with the same
--- comments and privileges.
+-- zk_multis_refused), appended to the view's columns.  The view is
+-- replaced, not dropped, so that views of its users and grants on it stay;
+-- its function, whose result changes, is replaced by one of a new name.
 ----------------------------------------------------------------------------
-ALTER EXTENSION zklock DROP VIEW @extschema@.zk_stats;
-ALTER EXTENSION zklock DROP FUNCTION @extschema@.zk_stats_internal();
-DROP VIEW @extschema@.zk_stats;
-DROP FUNCTION @extschema@.zk_stats_internal();
-
-CREATE FUNCTION zk_stats_internal(
+CREATE FUNCTION zk_stats_internal_1_3(
     OUT requests bigint, OUT grants bigint, OUT local_grants bigint,
     OUT waits bigint, OUT timeouts bigint, OUT cancels bigint,
     OUT session_losses bigint, OUT reconnects bigint,
     OUT orphans_deleted bigint, OUT zk_requests bigint,
+    OUT nodes integer, OUT watches integer, OUT stats_reset timestamptz,
     OUT zk_multis bigint, OUT zk_multi_writes bigint,
-    OUT zk_multis_refused bigint,
-    OUT nodes integer, OUT watches integer, OUT stats_reset timestamptz)
-RETURNS record AS 'MODULE_PATHNAME', 'zk_stats_internal_1_3'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION zk_stats_internal() IS
+    OUT zk_multis_refused bigint)
+RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_stats_internal_1_3() IS
 'the row of the zk_stats view';
-REVOKE ALL ON FUNCTION @extschema@.zk_stats_internal() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.zk_stats_internal() TO pg_monitor;
+REVOKE ALL ON FUNCTION @extschema@.zk_stats_internal_1_3() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_stats_internal_1_3() TO pg_monitor;
 
-CREATE VIEW zk_stats AS SELECT * FROM @extschema@.zk_stats_internal();
-COMMENT ON VIEW zk_stats IS
-'cumulative zklock counters of this instance since the server started or zk_stats_reset(), with the current nodes and watches';
-REVOKE ALL ON @extschema@.zk_stats FROM PUBLIC;
-GRANT SELECT ON @extschema@.zk_stats TO pg_monitor;
+CREATE OR REPLACE VIEW zk_stats AS SELECT * FROM @extschema@.zk_stats_internal_1_3();
+
+ALTER EXTENSION zklock DROP FUNCTION @extschema@.zk_stats_internal();
+DROP FUNCTION @extschema@.zk_stats_internal();

@@ -211,8 +211,8 @@ zk_status(PG_FUNCTION_ARGS)
  * The row of the zk_stats view: reads the atomic counters of ZkShared, no
  * lock (a row may mix counts a few grants apart; each one is exact).  The
  * cumulative counters, the two gauges and when the counters were last
- * reset; 1.3 added the counters of multis after zk_requests.  The library
- * serves both definitions: a database may still have 1.2 installed.
+ * reset; 1.3 appended the counters of multis.  The library serves both
+ * definitions: a database may still have 1.2 installed.
  */
 static Datum
 stats_row(FunctionCallInfo fcinfo, bool multis)
@@ -231,29 +231,33 @@ stats_row(FunctionCallInfo fcinfo, bool multis)
 		&zk_shared->n_reconnects,
 		&zk_shared->n_orphans,
 		&zk_shared->n_zk_requests,
-		/* since 1.3 */
+	};
+	pg_atomic_uint64 *const multi_counters[] = {
 		&zk_shared->n_zk_multis,
 		&zk_shared->n_zk_multi_writes,
 		&zk_shared->n_zk_multis_refused,
 	};
-	int			ncounters = multis ? lengthof(counters) : lengthof(counters) - 3;
-	int			i;
+	int			ncols = lengthof(counters) + 3 +
+		(multis ? lengthof(multi_counters) : 0);
+	int			i = 0;
 
 	zk_check_preloaded();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts != ncounters + 3)
-		elog(ERROR, "zk_stats_internal() has %d columns instead of %d",
-			 tupdesc->natts, ncounters + 3);
-	StaticAssertStmt(lengthof(counters) + 3 == lengthof(values),
-					 "zk_stats columns");
+	if (tupdesc->natts != ncols)
+		elog(ERROR, "zk_stats has %d columns instead of %d",
+			 tupdesc->natts, ncols);
+	StaticAssertStmt(lengthof(counters) + 3 + lengthof(multi_counters) ==
+					 lengthof(values), "zk_stats columns");
 
-	for (i = 0; i < ncounters; i++)
-		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(counters[i]));
+	for (int k = 0; k < lengthof(counters); k++)
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(counters[k]));
 	values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&zk_shared->n_nodes));
 	values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&zk_shared->n_watches));
-	values[i] = TimestampTzGetDatum((TimestampTz)
-									pg_atomic_read_u64(&zk_shared->stats_reset));
+	values[i++] = TimestampTzGetDatum((TimestampTz)
+									  pg_atomic_read_u64(&zk_shared->stats_reset));
+	for (int k = 0; multis && k < lengthof(multi_counters); k++)
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(multi_counters[k]));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
@@ -266,7 +270,7 @@ zk_stats_internal(PG_FUNCTION_ARGS)
 	return stats_row(fcinfo, false);
 }
 
-/* zk_stats_internal() since 1.3 */
+/* zk_stats_internal_1_3() since 1.3: the counters of multis appended */
 PG_FUNCTION_INFO_V1(zk_stats_internal_1_3);
 Datum
 zk_stats_internal_1_3(PG_FUNCTION_ARGS)

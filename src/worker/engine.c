@@ -144,6 +144,19 @@ attach(ZkPart *p, int id)
 	dlist_push_tail(&p->waiters, &op->link);
 }
 
+/* Does the part owe its driver's last calls (dropped()): to make, or answers? */
+static bool
+last_calls_owed(ZkPart *p)
+{
+	const ZkDriver *d = p->driver;
+
+	if (d->dropped == NULL)
+		return false;
+	if (p->last_calls)
+		return p->inflight > 0;
+	return d->has_last_calls(p);
+}
+
 /*
  * Is the part's node still in ZooKeeper on behalf of entries done with it,
  * or is its driver still at work for them (busy, or the last calls of a
@@ -159,8 +172,7 @@ node_pending(ZkPart *p)
 	return !p->dead &&
 		((p->dropping && p->phase != NODE_NONE) ||
 		 (p->driver->busy && p->driver->busy(p)) ||
-		 (p->dropping && p->driver->dropped &&
-		  (!p->last_calls || p->inflight > 0)));
+		 (p->dropping && last_calls_owed(p)));
 }
 
 /*
@@ -563,7 +575,7 @@ advance(ZkPart *p)
 					p->busy_wait = true;	/* settle_busy() looks again */
 					return;
 				}
-				if (d->dropped && !p->last_calls)
+				if (d->dropped && !p->last_calls && d->has_last_calls(p))
 				{
 					if (!zk_connected())
 						return; /* made once connected (zk_engine_connected) */

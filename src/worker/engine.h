@@ -219,12 +219,16 @@ struct ZkDriver
 
 	/*
 	 * The part is being dropped (its entries gone), our node is gone, and
-	 * the session is connected: the driver may send its last calls, whose
-	 * answers come to step() (with dropping set); the part is freed once
-	 * they are answered.  Runs at most once per part, and not when the
-	 * session ends first (the engine then frees the part at once).
+	 * the session is connected: the driver sends its last calls, whose
+	 * answers come to step() (with dropping set); the part is freed, and
+	 * its given-up entries answered, once they are answered.  Runs when
+	 * has_last_calls() says there are some (a driver with dropped() has
+	 * both); not when the session ends first (the engine then frees the
+	 * part at once).  A step() that clears ZkPart.last_calls (an answer
+	 * lost with the connection) has them made again once connected.
 	 */
 	void		(*dropped) (ZkPart *p);
+	bool		(*has_last_calls) (ZkPart *p);
 
 	/*
 	 * The driver still works in ZooKeeper on behalf of the part's entries

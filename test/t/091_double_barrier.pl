@@ -36,10 +36,11 @@ use ZkFault qw(zk_exists poll_status signal_process zk_restart_node);
 use ZkInterop;
 
 my $zk = ZkLockTest::zk_start();
-# A's session timeout leaves its releases trusted through a short pause of
-# ZooKeeper (see the timed-out leave below)
-my $pa = ZkLockTest::pg_node('dbarrier_a', $zk, 'zklock.session_timeout' => '20000');
-my $pb = ZkLockTest::pg_node('dbarrier_b', $zk);
+# Session timeouts (the harness's maximum) that A and B keep their sessions,
+# and A its releases trusted, through the outages of ZooKeeper below (a
+# leave whose time is up meanwhile)
+my $pa = ZkLockTest::pg_node('dbarrier_a', $zk, 'zklock.session_timeout' => '60000');
+my $pb = ZkLockTest::pg_node('dbarrier_b', $zk, 'zklock.session_timeout' => '60000');
 my $curator = ZkInterop::curator($zk);
 
 my $sa = ZkLockTest::Session->new($pa);
@@ -342,12 +343,12 @@ is($sa->query_ok("SELECT zk_double_barrier_enter('db/rd', 2)"), 't',
 	'zklock enters beside a member that sorts first');
 ok(ready_exists('db/rd'), '"ready" exists');
 my $t_leave = Time::HiRes::time();
-$sa->send("SELECT zk_double_barrier_leave('db/rd', 1000)");
+$sa->send("SELECT zk_double_barrier_leave('db/rd', 3000)");
 ok(members_become('db/rd', 1), 'the leave deleted its own node and waits');
 $zk->pause_node(1);
-cmp_ok(Time::HiRes::time() - $t_leave, '<', 0.9,
+cmp_ok(Time::HiRes::time() - $t_leave, '<', 2.7,
 	"ZooKeeper was paused before the leave's time was up");
-ok(!poll_until(sub { $sa->done }, timeout => $t_leave + 1.6 - Time::HiRes::time()),
+ok(!poll_until(sub { $sa->done }, timeout => $t_leave + 3.8 - Time::HiRes::time()),
 	'with ZooKeeper paused, the timed-out leave has not returned');
 $zk->resume_node(1);
 is($sa->result, 'f', 'once ZooKeeper is back, it returns false');
@@ -363,18 +364,32 @@ ZkLockTest::zk_python($zk, q{zk.create(args[0], b'', makepath=True)}, $low);
 is($sa->query_ok("SELECT zk_double_barrier_enter('db/rc', 2)"), 't',
 	'zklock enters beside a member that sorts first');
 $t_leave = Time::HiRes::time();
-$sa->send("SELECT zk_double_barrier_leave('db/rc', 2000)");
+$sa->send("SELECT zk_double_barrier_leave('db/rc', 4000)");
 ok(members_become('db/rc', 1), 'the leave deleted its own node and waits');
 $zk->stop_node(1);
-cmp_ok(Time::HiRes::time() - $t_leave, '<', 1.8,
+cmp_ok(Time::HiRes::time() - $t_leave, '<', 3.5,
 	"ZooKeeper was stopped before the leave's time was up");
-ok(!poll_until(sub { $sa->done }, timeout => $t_leave + 2.5 - Time::HiRes::time()),
+ok(!poll_until(sub { $sa->done }, timeout => $t_leave + 4.8 - Time::HiRes::time()),
 	'with ZooKeeper stopped, the timed-out leave has not returned');
+
+# Meanwhile, an enter that gets no node (no connection) and whose time is up
+# has no last calls to make: it returns at once.
+my $sa2 = ZkLockTest::Session->new($pa);
+my $t_enter = Time::HiRes::time();
+is($sa2->query_ok("SELECT zk_double_barrier_enter('db/off', 2, 500)"), 'f',
+	'with ZooKeeper stopped, an enter with a timeout returns false');
+cmp_ok(Time::HiRes::time() - $t_enter, '<', 5,
+	'when its time is up, not once ZooKeeper is back');
+$sa2->quit;
+
 zk_restart_node($zk, 1);
-is($sa->result, 'f', 'once ZooKeeper is back, it returns false');
+is($sa->result, 'f', 'once ZooKeeper is back, the leave returns false');
 ok(!ready_exists('db/rc'), 'and "ready" was gone when it returned');
 ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, $low);
 ok(barrier_empty('db/rc'), 'nothing is left of the barrier');
+is_deeply([ sort keys %{ ZkFault::zklock_sessions($pa, $pb) } ],
+	[ sort keys %$zklock_session ],
+	'A and B kept their ZooKeeper sessions through the outages');
 
 # ---------------------------------------------------------------------------
 note 'no member completes leaving: "ready" does not outlive the members';

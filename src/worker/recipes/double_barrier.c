@@ -675,14 +675,20 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
  * the given-up entry (the caller returns) once they are answered; lost
  * with the connection, they are made again once connected.
  */
+static bool
+dbarrier_has_last_calls(ZkPart *p)
+{
+	DbState    *st = state_of(p);
+
+	return st->had_node && !st->settled;	/* a member, not settled */
+}
+
 static void
 dbarrier_dropped(ZkPart *p)
 {
 	DbState    *st = state_of(p);
 	char		path[ZK_PATH_MAX];
 
-	if (st->settled || !st->had_node)
-		return;					/* done already, or never a member */
 	if (p->step != DB_GONE)
 	{
 		/*
@@ -708,4 +714,5 @@ const ZkDriver zk_double_barrier_driver = {
 	.step = dbarrier_step,
 	.ask = dbarrier_ask,
 	.dropped = dbarrier_dropped,
+	.has_last_calls = dbarrier_has_last_calls,
 };
