@@ -333,60 +333,56 @@ is($curator->ask(c3 => 'dbarrier-leave -1'), 'ok', 'Curator leaves');
 ok(barrier_empty('db/lt'), 'nothing is left of the barrier');
 
 # A leave that times out returns only once "ready" is deleted, even when
-# its own node was gone before (it was not the lowest member): with
-# ZooKeeper paused when its time is up, it waits for ZooKeeper (while A's
-# session stays trusted, as a release does).  The other
-# member is a persistent node named to sort first.
-my $low = '/zklock/db/rd/00000000-0000-4000-8000-000000000000';
-ZkLockTest::zk_python($zk, q{zk.create(args[0], b'', makepath=True)}, $low);
-is($sa->query_ok("SELECT zk_double_barrier_enter('db/rd', 2)"), 't',
-	'zklock enters beside a member that sorts first');
-ok(ready_exists('db/rd'), '"ready" exists');
-my $t_leave = Time::HiRes::time();
-$sa->send("SELECT zk_double_barrier_leave('db/rd', 3000)");
-ok(members_become('db/rd', 1), 'the leave deleted its own node and waits');
-$zk->pause_node(1);
-cmp_ok(Time::HiRes::time() - $t_leave, '<', 2.7,
-	"ZooKeeper was paused before the leave's time was up");
-ok(!poll_until(sub { $sa->done }, timeout => $t_leave + 3.8 - Time::HiRes::time()),
-	'with ZooKeeper paused, the timed-out leave has not returned');
-$zk->resume_node(1);
-is($sa->result, 'f', 'once ZooKeeper is back, it returns false');
-ok(!ready_exists('db/rd'), 'and "ready" was gone when it returned');
-ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, $low);
-ok(barrier_empty('db/rd'), 'nothing is left of the barrier');
+# its own node was gone before (it was not the lowest member) and
+# ZooKeeper is away when its time is up: it waits for ZooKeeper (while A's
+# session stays trusted, as a release does).  The other member is a
+# persistent node named to sort first.  $outage ("paused" or "stopped")
+# happens once the leave's own node is gone, before its $timeout (s)
+# is up; $meanwhile runs after that, and $back ends the outage.
+sub leave_through_outage
+{
+	my ($name, $timeout, $outage, $start, $meanwhile, $back) = @_;
+	my $low = "/zklock/$name/00000000-0000-4000-8000-000000000000";
+	ZkLockTest::zk_python($zk, q{zk.create(args[0], b'', makepath=True)}, $low);
+	is($sa->query_ok("SELECT zk_double_barrier_enter('$name', 2)"), 't',
+		"$name: zklock enters beside a member that sorts first");
+	ok(ready_exists($name), "$name: \"ready\" exists");
+	my $t_leave = Time::HiRes::time();
+	$sa->send("SELECT zk_double_barrier_leave('$name', ${timeout}000)");
+	ok(members_become($name, 1), "$name: the leave deleted its own node and waits");
+	$start->();
+	cmp_ok(Time::HiRes::time() - $t_leave, '<', $timeout - 0.3,
+		"$name: ZooKeeper was $outage before the leave's time was up");
+	ok(!poll_until(sub { $sa->done }, timeout => $t_leave + $timeout + 0.8 - Time::HiRes::time()),
+		"$name: with ZooKeeper $outage, the timed-out leave has not returned");
+	$meanwhile->() if $meanwhile;
+	$back->();
+	is($sa->result, 'f', "$name: once ZooKeeper is back, the leave returns false");
+	ok(!ready_exists($name), "$name: and \"ready\" was gone when it returned");
+	ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, $low);
+	ok(barrier_empty($name), "$name: nothing is left of the barrier");
+}
 
-# The same with ZooKeeper stopped when the leave's time is up, and started
-# again within A's session timeout: its last calls are made once the
-# session is connected again, and the leave returns after them.
-$low = '/zklock/db/rc/00000000-0000-4000-8000-000000000000';
-ZkLockTest::zk_python($zk, q{zk.create(args[0], b'', makepath=True)}, $low);
-is($sa->query_ok("SELECT zk_double_barrier_enter('db/rc', 2)"), 't',
-	'zklock enters beside a member that sorts first');
-$t_leave = Time::HiRes::time();
-$sa->send("SELECT zk_double_barrier_leave('db/rc', 4000)");
-ok(members_become('db/rc', 1), 'the leave deleted its own node and waits');
-$zk->stop_node(1);
-cmp_ok(Time::HiRes::time() - $t_leave, '<', 3.5,
-	"ZooKeeper was stopped before the leave's time was up");
-ok(!poll_until(sub { $sa->done }, timeout => $t_leave + 4.8 - Time::HiRes::time()),
-	'with ZooKeeper stopped, the timed-out leave has not returned');
+leave_through_outage('db/rd', 3, 'paused', sub { $zk->pause_node(1) },
+	undef, sub { $zk->resume_node(1) });
 
-# Meanwhile, an enter that gets no node (no connection) and whose time is up
-# has no last calls to make: it returns at once.
-my $sa2 = ZkLockTest::Session->new($pa);
-my $t_enter = Time::HiRes::time();
-is($sa2->query_ok("SELECT zk_double_barrier_enter('db/off', 2, 500)"), 'f',
-	'with ZooKeeper stopped, an enter with a timeout returns false');
-cmp_ok(Time::HiRes::time() - $t_enter, '<', 5,
-	'when its time is up, not once ZooKeeper is back');
-$sa2->quit;
-
-zk_restart_node($zk, 1);
-is($sa->result, 'f', 'once ZooKeeper is back, the leave returns false');
-ok(!ready_exists('db/rc'), 'and "ready" was gone when it returned');
-ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, $low);
-ok(barrier_empty('db/rc'), 'nothing is left of the barrier');
+# Stopped and started again within A's session timeout: the last calls are
+# made once the session is connected again.  Meanwhile, an enter that gets
+# no node (no connection) and whose time is up has no last calls to make:
+# it returns at once.
+leave_through_outage(
+	'db/rc', 4, 'stopped',
+	sub { $zk->stop_node(1) },
+	sub {
+		my $sa2 = ZkLockTest::Session->new($pa);
+		my $t_enter = Time::HiRes::time();
+		is($sa2->query_ok("SELECT zk_double_barrier_enter('db/off', 2, 500)"), 'f',
+			'with ZooKeeper stopped, an enter with a timeout returns false');
+		cmp_ok(Time::HiRes::time() - $t_enter, '<', 5,
+			'when its time is up, not once ZooKeeper is back');
+		$sa2->quit;
+	},
+	sub { zk_restart_node($zk, 1) });
 is_deeply([ sort keys %{ ZkFault::zklock_sessions($pa, $pb) } ],
 	[ sort keys %$zklock_session ],
 	'A and B kept their ZooKeeper sessions through the outages');
