@@ -162,9 +162,9 @@ last_calls_owed(ZkPart *p)
  * or is its driver still at work for them (busy, or the last calls of a
  * dropped part: a double barrier's "ready" to delete)?  Not once the node
  * is gone and the last calls are answered (a lost session ends them), nor
- * while the part keeps it for entries it still serves (the
- * lock then has a new holder or waiter) or retains it (zklock.retain_time,
- * whose README text says so).
+ * while the part keeps it for entries it still serves (the lock then has a
+ * new holder or waiter) or retains it (zklock.retain_time, whose README
+ * text says so).
  */
 static bool
 node_pending(ZkPart *p)

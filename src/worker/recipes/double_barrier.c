@@ -667,6 +667,15 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 	}
 }
 
+/* Does the membership's end owe last calls: a member, not settled by a leave? */
+static bool
+dbarrier_has_last_calls(ZkPart *p)
+{
+	DbState    *st = state_of(p);
+
+	return st->had_node && !st->settled;
+}
+
 /*
  * The membership ended (the holder gave its entry up: after leaving, or
  * a leave or enter that timed out or was cancelled, DISCARD ALL, backend
@@ -675,14 +684,6 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
  * the given-up entry (the caller returns) once they are answered; lost
  * with the connection, they are made again once connected.
  */
-static bool
-dbarrier_has_last_calls(ZkPart *p)
-{
-	DbState    *st = state_of(p);
-
-	return st->had_node && !st->settled;	/* a member, not settled */
-}
-
 static void
 dbarrier_dropped(ZkPart *p)
 {
