@@ -6,7 +6,8 @@
 #    attempt on another instance takes the lock, and ZooKeeper shows no
 #    node of it: with the default settings and a ZooKeeper that fsyncs its
 #    log.  A failed no-wait attempt and a timed-out acquire leave nothing
-#    behind when they return either.  When ZooKeeper cannot be reached, a
+#    behind when they return either.  With ZooKeeper paused, a release
+#    does not return until its delete is answered.  When ZooKeeper cannot be reached, a
 #    COMMIT still returns, without an error, once the session can no longer
 #    be vouched for (half the session timeout after its last confirmation).
 
@@ -135,6 +136,35 @@ is($a2->result, 't', 'the waiter of A\'s instance was granted');
 $a2->query_ok("SELECT zk_lock_release('vis_local')");
 is($b->query_ok("SELECT zk_lock_try('vis_local')"), 't', 'then B takes it at once');
 $b->query_ok("SELECT zk_lock_release('vis_local')");
+
+# ---------------------------------------------------------------------------
+note 'a release waits for ZooKeeper to delete the node';
+
+# With ZooKeeper paused right before the release, the release must not
+# return (its delete is unanswered) while the session is still vouched for;
+# once ZooKeeper goes on, it returns and no node is left.  Half a second is
+# well inside the vouching: the session timeout is 4 s, and the worker
+# confirms the session every quarter of it.
+foreach my $case (
+	[ 'release', "SELECT zk_lock_acquire('vis_p1')", 'zk_lock_release', 'vis_p1' ],
+	[ 'COMMIT', "BEGIN; SELECT zk_lock_acquire_xact('vis_p2')", 'COMMIT', 'vis_p2' ],
+	[ 'write lock release', "SELECT zk_rwlock_write('vis_p3')", 'zk_rwlock_write_release', 'vis_p3' ],
+	[ 'lease release', "SELECT zk_semaphore_acquire('vis_p4', 1)", 'zk_semaphore_release', 'vis_p4', 'vis_p4/leases' ],
+	[ 'DISCARD ALL', "SELECT zk_lock_acquire('vis_p5')", 'DISCARD ALL', 'vis_p5' ])
+{
+	my ($label, $take, $release, $name, $parent) = @$case;
+	$a->query_ok($take);
+	my $sql = $release =~ /^zk_/ ? "SELECT $release('$name')" : $release;
+	$zk->pause_node(1);
+	$a->send($sql);
+	ok(!poll_until(sub { $a->done }, timeout => 0.5),
+		"$label: with ZooKeeper paused, it has not returned");
+	$zk->resume_node(1);
+	my ($out, $err) = $a->result;
+	is($err, '', "$label: it returns once ZooKeeper goes on");
+	is(scalar(ZkLockTest::zk_children($zk, '/zklock/' . ($parent // $name))), 0,
+		"$label: and no node is left when it has");
+}
 
 # ---------------------------------------------------------------------------
 note 'ZooKeeper unreachable: COMMIT returns, without an error, within half the session timeout';
