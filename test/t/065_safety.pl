@@ -4,8 +4,9 @@
 #    - a holding made in a session the worker no longer has (the worker was
 #      terminated and restarted) is lost: no re-entrant grant, held or token
 #      answer vouches for it, while another instance holds the lock;
-#    - every mix of lock kinds on one name conflicts, or fails while the
-#      name is in use as a semaphore, cluster-wide;
+#    - every mix of lock kinds on one name conflicts (a semaphore of 2
+#      takes no third lease), or fails while the name is in use as a
+#      semaphore, cluster-wide;
 #    - a write holder gets the read lock at once, even with a writer queued
 #      behind it, and the queued writer gets the lock after both are let go;
 #    - repeated zk_lock_try on a held lock leaves no watch behind;
@@ -120,6 +121,14 @@ note 'every mix of kinds on one name, across instances';
 			if ($compatible)
 			{
 				is($out, 't', "$second on B shares $name with $first on A");
+				if ($first eq 'semaphore')
+				{
+					# both leases of 2 are taken: a third one waits
+					my $c = session($na);
+					is($c->query_ok("SELECT " . sprintf($take{semaphore}, $name, 300)),
+						'f', 'a third lease of 2 waits for one of them and times out');
+					$c->quit;
+				}
 			}
 			elsif (($first eq 'semaphore') != ($second eq 'semaphore'))
 			{
