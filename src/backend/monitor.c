@@ -121,8 +121,14 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 	{
 		ZkEntry    *e = ZK_ENTRY(i);
 
+		/*
+		 * Not: free entries, failed ones, and one-shot requests (a listing,
+		 * a revocation, a barrier wait) answered and given up, which have
+		 * nothing left to release while the worker frees them.
+		 */
 		if (e->state != ZKE_FREE && e->state != ZKE_WOULD_BLOCK &&
-			e->state != ZKE_FAILED)
+			e->state != ZKE_FAILED &&
+			!(e->state == ZKE_DONE && e->released && e->node[0] == '\0'))
 			copies[n++] = *e;
 	}
 	LWLockRelease(zk_shared->lock);
