@@ -414,10 +414,8 @@ string_done(int rc, const char *value, const void *data)
 	done((ZkCall *) data, rc);
 }
 
-/* a listing, with the parent's Stat (its cversion and pzxid) */
 static void
-strings_stat_done(int rc, const struct String_vector *strings,
-				  const struct Stat *stat, const void *data)
+strings_done(int rc, const struct String_vector *strings, const void *data)
 {
 	ZkCall	   *c = (ZkCall *) data;
 
@@ -432,11 +430,6 @@ strings_stat_done(int rc, const struct String_vector *strings,
 				rc = ZSYSTEMERROR;
 		if (rc == ZOK)
 			c->r.nchildren = strings->count;
-	}
-	if (rc == ZOK && stat)
-	{
-		c->r.stat = *stat;
-		c->r.has_stat = true;
 	}
 	done(c, rc);
 }
@@ -604,9 +597,9 @@ send_call(ZkCall *c)
 		case ZKC_LIST:
 			c->sent_at = GetCurrentTimestamp();
 			if (c->watched)
-				return zoo_awget_children2(zk_zh, path, engine_watcher, NULL,
-										   strings_stat_done, c);
-			return zoo_aget_children2(zk_zh, path, 0, strings_stat_done, c);
+				return zoo_awget_children(zk_zh, path, engine_watcher, NULL,
+										  strings_done, c);
+			return zoo_aget_children(zk_zh, path, 0, strings_done, c);
 		case ZKC_GET:
 			if (c->watched)
 				return zoo_awget(zk_zh, path, engine_watcher, NULL, data_done, c);
@@ -890,10 +883,6 @@ zk_calls_pending(void)
 	return noutbox > nheld || (nheld > 0 && write_batches < MAX_WRITES_IN_FLIGHT);
 }
 
-/*
- * The sequential protocol's creates (of a node whose parents are known)
- * and deletes may share a multi with other such writes.
- */
 /* Create every missing ancestor of path, as CONTAINER nodes, in order. */
 static void
 queue_parents(ZkPart *p, const char *path)

@@ -575,7 +575,7 @@ advance(ZkPart *p)
 					p->busy_wait = true;	/* settle_busy() looks again */
 					return;
 				}
-				if (d->dropped && !p->last_calls && d->has_last_calls(p))
+				if (!p->last_calls && last_calls_owed(p))
 				{
 					if (!zk_connected())
 						return; /* made once connected (zk_engine_connected) */
