@@ -131,6 +131,13 @@ semaphore_acquire(FunctionCallInfo fcinfo, bool xact, bool with_qty)
 					 errmsg("qty must not exceed max_leases"),
 					 errdetail("%d leases were asked of a semaphore of %d leases.",
 							   qty, max_leases)));
+		/* each lease is an entry of zklock.max_locks: never more at once */
+		if (qty > zklock_max_locks)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("qty must not exceed zklock.max_locks"),
+					 errdetail("%d leases were asked in one call; this instance holds at most %d locks and leases at once.",
+							   qty, zklock_max_locks)));
 	}
 	timeout = zk_timeout_arg(fcinfo, with_qty ? 3 : 2);
 	if (!with_qty)

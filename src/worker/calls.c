@@ -150,6 +150,23 @@ zk_node_data(ZkPart *p)
 	return s.data;
 }
 
+/*
+ * A random nonce of ZK_NONCE_LEN hex digits into buf (ZK_NONCE_LEN + 1
+ * bytes), for data that tells our node from another of the same path.
+ * False if no random bytes could be had.
+ */
+bool
+zk_nonce(char *buf)
+{
+	uint8		rnd[ZK_NONCE_LEN / 2];
+
+	if (!pg_strong_random(rnd, sizeof(rnd)))
+		return false;
+	for (int i = 0; i < (int) sizeof(rnd); i++)
+		snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
+	return true;
+}
+
 /* ---- calls ---- */
 
 /*

@@ -446,6 +446,7 @@ restart_instance_part(ZkPart *p, const char *why)
 	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 	p->phase = NODE_NONE;
+	p->delete_unsure = false;
 	p->gen++;
 	p->inflight = 0;
 	p->holds = false;
@@ -551,6 +552,14 @@ advance(ZkPart *p)
 	 * the part (a listing, a check) are in flight: their answers no longer
 	 * matter, and a later request of the instance, or a contender elsewhere,
 	 * must not find the node in its way.
+	 *
+	 * A sequential node's path is ours alone (its protected prefix), so its
+	 * delete goes at any version and is simply sent again when its reply is
+	 * lost.  A step driver's node has a path others may use once ours is
+	 * gone (a job claim's slot): its delete goes at the version we know,
+	 * and after a lost reply (or a version that does not match) it is sent
+	 * again only if the node there now is still the one we created (its
+	 * czxid, read after a sync), never to a node someone made since.
 	 */
 	if (p->dropping && !has_entries(p) && p->phase == NODE_EXISTS &&
 		zk_connected())
@@ -559,7 +568,14 @@ advance(ZkPart *p)
 
 		snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
 		p->phase = NODE_DELETING;
-		zk_call_delete(p, T_DELETE, path, -1);
+		if (p->delete_unsure)
+		{
+			zk_call_sync(p, T_SYNC, p->parent);
+			zk_call_exists(p, T_DELCHECK, path);
+		}
+		else
+			zk_call_delete(p, T_DELETE, path,
+						   d->form == ZK_FORM_NONE ? p->version : -1);
 		return;
 	}
 	if (p->inflight > 0)
@@ -1062,6 +1078,7 @@ zk_engine_session_lost(const char *why)
 		if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 			pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 		p->phase = NODE_NONE;
+		p->delete_unsure = false;
 		p->gen++;
 		p->inflight = 0;
 		if (p->watch_path)

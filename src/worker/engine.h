@@ -114,6 +114,10 @@ struct ZkPart
 	bool		last_calls;		/* the driver's dropped() has run */
 	bool		busy_wait;		/* kept while the driver's busy() says so */
 	bool		dead;			/* to be freed once no call refers to it */
+	bool		delete_unsure;	/* a delete of our node at a path not
+								 * unique to us (ZK_FORM_NONE) may have
+								 * been applied: look (czxid) before
+								 * deleting again */
 
 	/* the entries it serves (ZkOp links), holders and waiters in order */
 	dlist_head	holders;
@@ -311,6 +315,9 @@ extern bool zk_part_parent_gone(ZkPart *p);
 extern bool zk_connected(void);
 extern int64 zk_session(void);
 extern char *zk_node_data(ZkPart *p);
+
+#define ZK_NONCE_LEN	16		/* hex digits */
+extern bool zk_nonce(char *buf);
 extern const char *zk_node_of(const char *path);
 extern int	zk_refusal_errcode(int rc);
 extern bool zk_is_connection_loss(int rc);

@@ -37,6 +37,8 @@
 #define T_ORPHAN_DEL (-11)		/* reconciler: delete of an orphan */
 #define T_UNWATCH	(-12)		/* removal of a watch */
 #define T_CLOCK		(-13)		/* create of the session node (calls.c) */
+#define T_DELCHECK	(-14)		/* exists of our node after a delete's
+								 * reply was lost (fixed paths) */
 
 /* The worker's view of one shared entry. */
 typedef struct ZkOp

@@ -232,6 +232,15 @@ revoke_requested(ZkPart *p)
 	}
 }
 
+/* Our node is gone (deleted, or found gone or replaced). */
+static void
+node_deleted(ZkPart *p)
+{
+	pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	p->phase = NODE_NONE;
+	p->delete_unsure = false;
+}
+
 /* Results of the engine's own calls about a sequential part. */
 void
 seq_result(ZkPart *p, const ZkResult *r)
@@ -348,21 +357,42 @@ seq_result(ZkPart *p, const ZkResult *r)
 			break;
 		case T_DELETE:
 			if (r->rc == ZOK || r->rc == ZNONODE)
+				node_deleted(p);
+			else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING ||
+					 (r->rc == ZBADVERSION && p->driver->form == ZK_FORM_NONE))
 			{
-				pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
-				p->phase = NODE_NONE;
+				/* sent again after reconnecting (see advance) */
+				p->phase = NODE_EXISTS;
+				p->delete_unsure = (p->driver->form == ZK_FORM_NONE);
 			}
-			else if (!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
+			else
 			{
 				/* nothing more we can do; say so, for the DBA */
 				ereport(WARNING,
 						(errmsg("zklock could not delete node \"%s/%s\": %s",
 								p->parent, p->node, zerror(r->rc))));
-				pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
-				p->phase = NODE_NONE;
+				node_deleted(p);
+			}
+			break;
+		case T_DELCHECK:
+			if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
+				p->phase = NODE_EXISTS; /* looks again once connected */
+			else if (r->rc == ZOK && r->has_stat && r->stat.czxid == p->czxid)
+			{
+				/* still ours: delete it at the version it has now */
+				p->phase = NODE_EXISTS;
+				p->version = r->stat.version;
+				p->delete_unsure = false;
 			}
 			else
-				p->phase = NODE_EXISTS; /* sent again after reconnecting */
+			{
+				/* gone, or someone else's node since: ours is gone */
+				if (r->rc != ZOK && r->rc != ZNONODE)
+					ereport(WARNING,
+							(errmsg("zklock could not look at node \"%s/%s\" to delete it: %s",
+									p->parent, p->node, zerror(r->rc))));
+				node_deleted(p);
+			}
 			break;
 	}
 }

@@ -21,9 +21,21 @@
  * set", fail to delete, or wait until the lock's container is reaped).
  *
  * A connection lost while a call is in flight: the request starts over
- * once connected (step with r NULL).  A set or remove whose reply was lost
- * may then find its own work done and answer false, as Curator's retried
- * create and delete do.
+ * once connected (step with r NULL), and each request is applied at most
+ * once, whatever others did meanwhile:
+ *
+ *	- remove deletes only the node it saw (at that node's version, its
+ *	  czxid remembered).  After a lost reply it looks again, after a sync:
+ *	  that node still there (the delete was not applied, and no longer can
+ *	  be: ZooKeeper orders a session's requests across reconnects) is
+ *	  deleted again; gone, or replaced by a barrier set since, it answers 1
+ *	  (the barrier it saw is gone) and leaves the new one alone.
+ *	- set creates the node with a random nonce in its data.  After a lost
+ *	  reply it looks, after a sync: our nonce there, 1; another's node, 0;
+ *	  no node: our create was either never applied or applied and removed
+ *	  since by someone else, which nobody can tell now, so it fails with
+ *	  40003 (statement_completion_unknown) rather than set the barrier
+ *	  again over a remove that came after it.
  *
  * The SQL side is backend/barrier.c.
  *
@@ -32,6 +44,7 @@
 #include "postgres.h"
 
 #include "utils/elog.h"
+#include "utils/memutils.h"
 
 #include "worker/engine.h"
 
@@ -41,6 +54,8 @@
 #define T_REMOVE_STAT	3
 #define T_REMOVE_DELETE 4
 #define T_WAIT_EXISTS	5
+#define T_SET_CHECK		6		/* get after a create's reply was lost */
+#define T_SYNC_FIRST	7		/* sync: its answer needs nothing */
 
 /* Give up when the node keeps appearing and disappearing under us. */
 #define MAX_TRIES		10
@@ -91,13 +106,39 @@ too_many_tries(ZkPart *p)
 	return true;
 }
 
+/*
+ * Create the barrier node.  Its data is zk_node_data() with a random
+ * "request" nonce added, kept in p->extra while the create's outcome may
+ * be unknown.
+ */
 static void
 set_create(ZkPart *p)
 {
-	char	   *data = zk_node_data(p);
+	char		nonce[ZK_NONCE_LEN + 1];
+	char	   *base;
 
-	zk_call_create(p, T_SET_CREATE, p->parent, data, ZOO_PERSISTENT, true);
-	pfree(data);
+	if (!zk_nonce(nonce))
+	{
+		zk_part_fail(p, ERRCODE_INTERNAL_ERROR, "Could not generate random bytes.");
+		return;
+	}
+	base = zk_node_data(p);
+	base[strlen(base) - 1] = '\0';	/* its closing brace */
+	if (p->extra)
+		pfree(p->extra);
+	p->extra = MemoryContextStrdup(TopMemoryContext,
+								   psprintf("%s,\"request\":\"%s\"}", base, nonce));
+	pfree(base);
+	zk_call_create(p, T_SET_CREATE, p->parent, p->extra, ZOO_PERSISTENT, true);
+}
+
+/* Is this the data our create wrote? */
+static bool
+our_data(ZkPart *p, const ZkResult *r)
+{
+	return p->extra != NULL && r->data != NULL &&
+		r->datalen == (int) strlen(p->extra) &&
+		memcmp(r->data, p->extra, r->datalen) == 0;
 }
 
 /* setBarrier: create the node; if it exists, check that it is a barrier. */
@@ -108,16 +149,41 @@ set_step(ZkPart *p, const ZkResult *r)
 		return;
 	if (r == NULL)
 	{
-		set_create(p);
+		if (p->extra == NULL)
+			set_create(p);
+		else
+		{
+			/* a create went out and its answer was lost: what happened? */
+			zk_call_sync(p, T_SYNC_FIRST, p->parent);
+			zk_call_get(p, T_SET_CHECK, p->parent, false);
+		}
 		return;
 	}
 	switch (r->tag)
 	{
+		case T_SET_CHECK:
+			if (r->rc == ZOK && our_data(p, r))
+				zk_part_done(p, 1);
+			else if (r->rc == ZOK)
+			{
+				if (!refuse_other(p, &r->stat))
+					zk_part_done(p, 0);
+			}
+			else if (r->rc == ZNONODE)
+				zk_part_fail(p, ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN,
+							 "The connection to ZooKeeper was lost before the barrier node's create was answered, and the node is not there now: it was never created, or created and removed since by another client.");
+			else
+				call_failed(p, r, "look at the barrier node");
+			break;
 		case T_SET_CREATE:
 			if (r->rc == ZOK)
 				zk_part_done(p, 1);
 			else if (r->rc == ZNODEEXISTS)
+			{
+				pfree(p->extra);	/* not created: nothing to look for */
+				p->extra = NULL;
 				zk_call_exists(p, T_SET_STAT, p->parent);
+			}
 			else if (r->rc == ZNONODE)
 			{
 				/* an ancestor was reaped after we made it: again */
@@ -126,7 +192,14 @@ set_step(ZkPart *p, const ZkResult *r)
 					set_create(p);
 			}
 			else
+			{
+				if (!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
+				{
+					pfree(p->extra);	/* refused: nothing to look for */
+					p->extra = NULL;
+				}
 				call_failed(p, r, "create the barrier node");
+			}
 			break;
 		case T_SET_STAT:
 			if (r->rc == ZOK)
@@ -146,7 +219,10 @@ set_step(ZkPart *p, const ZkResult *r)
 	}
 }
 
-/* removeBarrier: delete the node if it is a barrier. */
+/*
+ * removeBarrier: delete the node if it is a barrier; only the node seen
+ * (p->czxid, set once its delete was sent, may have been deleted by us).
+ */
 static void
 remove_step(ZkPart *p, const ZkResult *r)
 {
@@ -154,6 +230,8 @@ remove_step(ZkPart *p, const ZkResult *r)
 		return;
 	if (r == NULL)
 	{
+		if (p->czxid != 0)
+			zk_call_sync(p, T_SYNC_FIRST, p->parent);
 		zk_call_exists(p, T_REMOVE_STAT, p->parent);
 		return;
 	}
@@ -161,11 +239,18 @@ remove_step(ZkPart *p, const ZkResult *r)
 	{
 		case T_REMOVE_STAT:
 			if (r->rc == ZNONODE)
-				zk_part_done(p, 0);
+				zk_part_done(p, p->czxid != 0 ? 1 : 0);
+			else if (r->rc == ZOK && p->czxid != 0 &&
+					 r->stat.czxid != p->czxid)
+				zk_part_done(p, 1); /* ours went; a new barrier stays */
 			else if (r->rc == ZOK)
 			{
 				if (!refuse_other(p, &r->stat))
-					zk_call_delete(p, T_REMOVE_DELETE, p->parent, -1);
+				{
+					p->czxid = r->stat.czxid;
+					zk_call_delete(p, T_REMOVE_DELETE, p->parent,
+								   r->stat.version);
+				}
 			}
 			else
 				call_failed(p, r, "look at the barrier node");
@@ -175,6 +260,13 @@ remove_step(ZkPart *p, const ZkResult *r)
 				zk_part_done(p, 1);
 			else if (r->rc == ZNONODE)
 				zk_part_done(p, 0);
+			else if (r->rc == ZBADVERSION)
+			{
+				/* another node of the path since we looked: look again */
+				p->czxid = 0;
+				if (!too_many_tries(p))
+					zk_call_exists(p, T_REMOVE_STAT, p->parent);
+			}
 			else if (r->rc == ZNOTEMPTY)
 				zk_part_fail(p, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 							 "The name came into use by another recipe: its node has child nodes.");

@@ -74,6 +74,8 @@
 #define T_SWEEP_DEL		8
 #define T_REOPEN_GET	9
 #define T_REOPEN_DEL	10
+#define T_CLAIM_SYNC	11		/* answers need nothing: what follows it */
+#define T_REOPEN_SYNC	12		/* is answered after it */
 
 /* where a claim part is (ZkPart.step) */
 #define CLAIM_START		0		/* create the node */
@@ -87,7 +89,7 @@
 								 * was made final (or might have been): its
 								 * release waits for the reopening */
 
-#define NONCE_LEN		16		/* hex digits */
+#define NONCE_LEN		ZK_NONCE_LEN
 #define MAX_JOBS		10000
 #define MAX_REOPEN		10000
 #define REOPEN_INTERVAL_MS	1000
@@ -240,19 +242,16 @@ claim_create(ZkPart *p)
 static void
 claim_start(ZkPart *p)
 {
-	uint8		rnd[NONCE_LEN / 2];
 	char		nonce[NONCE_LEN + 1];
 	char	   *base;
 	char	   *slot = zk_slot_name(p->targ);
 	char	   *now = zk_slot_name(GetCurrentTimestamp());
 
-	if (!pg_strong_random(rnd, sizeof(rnd)))
+	if (!zk_nonce(nonce))
 	{
 		zk_part_fail(p, ERRCODE_INTERNAL_ERROR, "Could not generate random bytes.");
 		return;
 	}
-	for (int i = 0; i < (int) sizeof(rnd); i++)
-		snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
 	strlcpy(p->node, slot, sizeof(p->node));
 	base = zk_node_data(p);
 	base[strlen(base) - 1] = '\0';	/* its closing brace */
@@ -289,7 +288,9 @@ claim_step(ZkPart *p, const ZkResult *r)
 					claim_start(p);
 				break;
 			case CLAIM_CHECK:
+				/* after a sync: a follower may not have our create yet */
 				claim_path(p, path, sizeof(path));
+				zk_call_sync(p, T_CLAIM_SYNC, p->parent);
 				zk_call_get(p, T_CLAIM_CHECK, path, false);
 				break;
 			default:
@@ -459,6 +460,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 	}
 	claim_path(p, path, sizeof(path));
 	p->step = CLAIM_FINALIZING;
+	p->phase = NODE_DELETING;	/* the multi deletes it; nothing else may */
 
 	/*
 	 * Should the multi's answer never come (the session abandoned), the
@@ -595,8 +597,17 @@ own_step(ZkPart *p, const ZkResult *r)
 			{
 				ReopenItem *it = lfirst(lc);
 
+				/*
+				 * After a sync, so that a follower behind the leader shows
+				 * the node as it is: a delete of ours whose answer was lost
+				 * may have been applied, and a node of the same path since
+				 * is someone else's claim (its nonce tells).
+				 */
 				if (now >= it->not_before)
+				{
+					zk_call_sync(p, T_REOPEN_SYNC, it->path);
 					zk_call_get(p, T_REOPEN_GET, it->path, false);
+				}
 			}
 			next_reopen = ZkMonoPlusMs(now, REOPEN_INTERVAL_MS);
 		}

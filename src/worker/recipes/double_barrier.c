@@ -79,6 +79,9 @@
 #define T_DEL_READY		9		/* delete of "ready" once all have left */
 #define T_GONE_LIST		10		/* listing of the members, our node gone */
 #define T_GONE_READY	11		/* delete of "ready" on the way out */
+#define T_LEFT_STAT		12		/* exists of "ready" before T_DEL_READY */
+#define T_GONE_STAT		13		/* exists of "ready" before T_GONE_READY */
+#define T_SYNC_FIRST	14		/* sync: its answer needs nothing */
 
 /* where a member is (ZkPart.step) */
 #define DB_START		0		/* create our node */
@@ -108,6 +111,7 @@ typedef struct DbState
 	bool		settled;		/* a leave deleted "ready" and answered */
 	bool		gone_ready;		/* dropped: delete "ready" whatever the
 								 * members (a leave given up) */
+	int64		ready_czxid;	/* the "ready" we delete, once seen */
 } DbState;
 
 static DbState *
@@ -257,17 +261,70 @@ leave_list(ZkPart *p)
 }
 
 /*
+ * Look at "ready" before deleting it (ready_delete), so that the delete
+ * goes to the node seen, at its version.  Once a delete may have been sent
+ * (ready_czxid known), after a sync: a delete whose answer was lost may
+ * have been applied, and a "ready" of the next round since is not ours to
+ * delete.
+ */
+static void
+ready_look(ZkPart *p, int tag)
+{
+	char		path[ZK_PATH_MAX];
+
+	if (state_of(p)->ready_czxid != 0)
+		zk_call_sync(p, T_SYNC_FIRST, p->parent);
+	child_path(p, READY_NODE, path, sizeof(path));
+	zk_call_exists(p, tag, path);
+}
+
+/*
+ * ready_look's answer: delete that "ready" (the delete's answer comes with
+ * tag) if it is there and the one we meant.  False if there is nothing to
+ * delete.
+ */
+static bool
+ready_delete(ZkPart *p, const ZkResult *r, int tag)
+{
+	DbState    *st = state_of(p);
+
+	if (r->rc == ZOK && r->has_stat &&
+		(st->ready_czxid == 0 || r->stat.czxid == st->ready_czxid))
+	{
+		st->ready_czxid = r->stat.czxid;
+		zk_call_delete(p, tag, r->path, r->stat.version);
+		return true;
+	}
+	if (r->rc != ZOK && r->rc != ZNONODE)
+		ereport(LOG,
+				(errmsg("zklock could not look at node \"%s\": %s",
+						r->path, zerror(r->rc))));
+	return false;
+}
+
+/*
  * All have left, or the leave gives up (gave_up): delete "ready", then
  * answer.
  */
 static void
 leave_finish(ZkPart *p)
 {
-	char		path[ZK_PATH_MAX];
-
 	p->step = DB_LEFT;
-	child_path(p, READY_NODE, path, sizeof(path));
-	zk_call_delete(p, T_DEL_READY, path, -1);
+	ready_look(p, T_LEFT_STAT);
+}
+
+/* The leave's end: "ready" deleted or found gone. */
+static void
+leave_settled(ZkPart *p)
+{
+	DbState    *st = state_of(p);
+	int			id = zk_part_entry(p);
+
+	p->step = DB_OVER;
+	st->settled = true;
+	if (id >= 0)
+		zk_set_ask_outcome(id, st->gave_up ? ZK_ASK_WOULD_BLOCK : ZK_ASK_DONE,
+						   0, NULL);
 }
 
 static void
@@ -384,6 +441,8 @@ dbarrier_restart(ZkPart *p)
 				enter_start(p);
 			break;
 		case DB_CHECK:
+			/* after a sync: a follower may not have our create yet */
+			zk_call_sync(p, T_SYNC_FIRST, p->parent);
 			child_path(p, p->node, path, sizeof(path));
 			zk_call_exists(p, T_CHECK, path);
 			break;
@@ -604,25 +663,27 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			}
 			break;
 
+		case T_LEFT_STAT:
+			if (p->step != DB_LEFT || p->dropping)
+				break;
+			if (lost)
+				p->need_eval = true;	/* looked at again once connected */
+			else if (!ready_delete(p, r, T_DEL_READY))
+				leave_settled(p);
+			break;
+
 		case T_DEL_READY:
 			if (p->step != DB_LEFT || p->dropping)
 				break;
 			if (lost)
-				p->need_eval = true;	/* sent again once connected */
+				p->need_eval = true;	/* looked at again once connected */
 			else
 			{
-				int			id = zk_part_entry(p);
-
 				if (r->rc != ZOK && r->rc != ZNONODE)
 					ereport(LOG,
 							(errmsg("zklock could not delete node \"%s\": %s",
 									r->path, zerror(r->rc))));
-				p->step = DB_OVER;
-				st->settled = true;
-				if (id >= 0)
-					zk_set_ask_outcome(id,
-									   st->gave_up ? ZK_ASK_WOULD_BLOCK : ZK_ASK_DONE,
-									   0, NULL);
+				leave_settled(p);
 			}
 			break;
 
@@ -644,16 +705,21 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 						members = true;
 				}
 				if (ready && !members)
-				{
-					/* "ready" outlived every member: the round is over */
-					child_path(p, READY_NODE, path, sizeof(path));
-					zk_call_delete(p, T_GONE_READY, path, -1);
-				}
+					ready_look(p, T_GONE_STAT); /* it outlived every member */
 			}
 			else if (r->rc != ZNONODE)
 				ereport(LOG,
 						(errmsg("zklock could not list the members of double barrier \"%s\": %s",
 								p->name, zerror(r->rc))));
+			break;
+
+		case T_GONE_STAT:
+			if (p->step != DB_GONE)
+				break;
+			if (lost)
+				p->last_calls = false;	/* made again once connected */
+			else
+				(void) ready_delete(p, r, T_GONE_READY);
 			break;
 
 		case T_GONE_READY:
@@ -688,7 +754,6 @@ static void
 dbarrier_dropped(ZkPart *p)
 {
 	DbState    *st = state_of(p);
-	char		path[ZK_PATH_MAX];
 
 	if (p->step != DB_GONE)
 	{
@@ -700,10 +765,7 @@ dbarrier_dropped(ZkPart *p)
 		p->step = DB_GONE;
 	}
 	if (st->gone_ready)
-	{
-		child_path(p, READY_NODE, path, sizeof(path));
-		zk_call_delete(p, T_GONE_READY, path, -1);
-	}
+		ready_look(p, T_GONE_STAT);
 	else
 		zk_call_list(p, T_GONE_LIST, p->parent, false);
 }

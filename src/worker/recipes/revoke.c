@@ -23,8 +23,14 @@
  * asked.  Nothing is deleted: whether a holder
  * lets go is up to it.
  *
- * A connection lost meanwhile starts the request over once connected
- * (step with r NULL): writing the message again is harmless.
+ * A connection lost meanwhile: the request goes on once connected (step
+ * with r NULL), and writes only to the nodes its one listing chose, so
+ * that it never reaches a holder that came after them.  A listing whose
+ * answer was lost is made again; writes whose answers were lost are made
+ * again to the same nodes (their paths are unique: the message twice is
+ * harmless), and one that then finds its node gone counts as made, as its
+ * first try may have been what made that holder let go.  p->extra holds
+ * the paths of the writes not answered yet, one per line.
  *
  * The SQL side is zk_lock_revoke() in backend/lock.c.
  *
@@ -32,11 +38,53 @@
  */
 #include "postgres.h"
 
+#include "utils/memutils.h"
+
 #include "worker/engine.h"
 
 /* tags of the driver's calls */
 #define T_REVOKE_LIST	1
 #define T_REVOKE_SET	2
+
+/*
+ * Write the revocation request into every chosen node whose write was not
+ * answered yet; done if there is none.
+ */
+static void
+revoke_send_all(ZkPart *p)
+{
+	for (char *s = p->extra; *s;)
+	{
+		char	   *end = strchr(s, '\n');
+
+		*end = '\0';
+		zk_call_set(p, T_REVOKE_SET, s, ZK_REVOKE_MESSAGE, -1);
+		*end = '\n';
+		p->step++;
+		s = end + 1;
+	}
+	if (p->step == 0)
+		zk_part_done(p, p->count);
+}
+
+/* The write to path was answered: take it off the unanswered ones. */
+static void
+revoke_answered(ZkPart *p, const char *path)
+{
+	size_t		len = strlen(path);
+
+	for (char *s = p->extra; s && *s;)
+	{
+		char	   *end = strchr(s, '\n');
+
+		if ((size_t) (end - s) == len && memcmp(s, path, len) == 0)
+		{
+			memmove(s, end + 1, strlen(end + 1) + 1);
+			return;
+		}
+		s = end + 1;
+	}
+}
 
 /* A call failed: wait for the reconnection (then start over), or fail. */
 static void
@@ -59,9 +107,15 @@ revoke_step(ZkPart *p, const ZkResult *r)
 	if (r == NULL)
 	{
 		p->step = 0;			/* setData calls out */
-		p->count = 0;			/* holders asked */
-		p->arg = 0;				/* the first refusal of a setData */
-		zk_call_list(p, T_REVOKE_LIST, p->parent, false);
+		if (p->extra == NULL)
+		{
+			p->count = 0;		/* holders asked */
+			p->arg = 0;			/* the first refusal of a setData */
+			zk_call_list(p, T_REVOKE_LIST, p->parent, false);
+			return;
+		}
+		p->targ = 1;			/* writes made again from here on */
+		revoke_send_all(p);
 		return;
 	}
 	if (p->step < 0)
@@ -73,6 +127,7 @@ revoke_step(ZkPart *p, const ZkResult *r)
 			{
 				ZkNodeRef  *nodes;
 				int			n;
+				StringInfoData chosen;
 
 				if (r->rc == ZNONODE)
 				{
@@ -85,29 +140,25 @@ revoke_step(ZkPart *p, const ZkResult *r)
 					return;
 				}
 				n = zk_list_participants(r, zk_lock_family_counts, &nodes);
+				initStringInfo(&chosen);
 				for (int i = 0; i < n; i++)
-				{
-					char		path[ZK_PATH_MAX];
-
-					if (!zk_lock_family_holds(nodes, n, i))
-						continue;
-					snprintf(path, sizeof(path), "%s/%s", p->parent,
-							 nodes[i].name);
-					zk_call_set(p, T_REVOKE_SET, path, ZK_REVOKE_MESSAGE, -1);
-					p->step++;
-				}
-				if (p->step == 0)
-					zk_part_done(p, 0);
+					if (zk_lock_family_holds(nodes, n, i))
+						appendStringInfo(&chosen, "%s/%s\n", p->parent,
+										 nodes[i].name);
+				p->extra = MemoryContextStrdup(TopMemoryContext, chosen.data);
+				pfree(chosen.data);
+				revoke_send_all(p);
 				return;
 			}
 		case T_REVOKE_SET:
-			if (r->rc == ZOK)
-				p->count++;
-			else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
+			if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
 			{
 				revoke_failed(p, r, "write the revocation request");
 				return;
 			}
+			revoke_answered(p, r->path);
+			if (r->rc == ZOK || (r->rc == ZNONODE && p->targ))
+				p->count++;
 			else if (r->rc != ZNONODE)
 			{
 				/*
