@@ -90,3 +90,11 @@ RESET ROLE;
 REVOKE EXECUTE ON FUNCTION zk_job_claim(text, timestamptz) FROM zk_japp;
 DROP ROLE zk_japp;
 DROP ROLE zk_jmon;
+-- 1.4: zk_job_claim(job, slot, timeout_ms): a negative timeout is refused;
+-- 0 does not wait, NULL waits without limit (an open slot is claimed at once)
+SELECT zk_job_claim('reg/job', '2026-01-01 10:00+00', -1);
+BEGIN;
+SELECT zk_job_claim('reg/job-wait', '2026-01-01 10:00+00', NULL);
+SELECT zk_job_claim('reg/job-wait', '2026-01-01 10:00+00', 0);
+SELECT zk_job_claim('reg/job-wait', '2026-01-01 10:00+00');
+ROLLBACK;

@@ -107,9 +107,9 @@ SELECT * FROM upg.zk_mine_privileges();
 SELECT * FROM upg.zklock_public_can_use();
 CREATE TABLE upg.fresh AS SELECT * FROM upg.zklock_objects();
 DROP EXTENSION zklock;
--- the update paths to 1.3
+-- the update paths to 1.4
 SELECT source, target, path FROM pg_extension_update_paths('zklock')
- WHERE target = '1.3' AND path IS NOT NULL
+ WHERE target = '1.4' AND path IS NOT NULL
  ORDER BY source;
 -- 2. 1.0, then ALTER EXTENSION UPDATE to 1.1, then to the default version.
 CREATE EXTENSION zklock VERSION '1.0';
@@ -165,6 +165,17 @@ SELECT zk_multis >= 0 AND zk_multi_writes >= zk_multis * 2
        AND zk_multis_refused <= zk_multis AS works FROM zk_stats;
 SELECT grants >= 0 AS still_works FROM upg.my_stats;
 DROP VIEW upg.my_stats;
+DROP EXTENSION zklock;
+-- 2d. 1.3 works with this library, and gets zk_job_claim's timeout with
+-- the update.
+CREATE EXTENSION zklock VERSION '1.3';
+SELECT count(*) AS claim_functions FROM pg_proc WHERE proname = 'zk_job_claim';
+ALTER EXTENSION zklock UPDATE;
+SELECT pg_get_function_arguments(oid) AS claim_arguments FROM pg_proc
+ WHERE proname = 'zk_job_claim' ORDER BY 1;
+BEGIN;
+SELECT zk_job_claim('reg/upgrade', '2026-01-01 10:00+00', 0);
+ROLLBACK;
 DROP EXTENSION zklock;
 -- 3. Into a schema of its own: everything goes there and works from there.
 CREATE SCHEMA s;

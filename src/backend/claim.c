@@ -50,7 +50,9 @@ zk_job_claim(PG_FUNCTION_ARGS)
 					 errmsg("zklock job slot is out of range"),
 					 errdetail("A slot must lie within the years 1 to 9999 AD.")));
 	}
-	PG_RETURN_BOOL(zk_hold_claim(job, slot));
+	/* zk_job_claim(job, slot) never waits; 1.4 adds timeout_ms */
+	PG_RETURN_BOOL(zk_hold_claim(job, slot,
+								 PG_NARGS() > 2 ? zk_timeout_arg(fcinfo, 2) : 0));
 }
 
 /* a listing's row, parsed */

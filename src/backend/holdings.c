@@ -991,11 +991,13 @@ claims_exit(int code, Datum arg)
 
 /*
  * Claim (job, slot) for this transaction: true when the worker created the
- * claim node (or this transaction holds it already), false at once when
- * anyone else holds or has finished it.
+ * claim node (or this transaction holds it already), false when anyone else
+ * has finished it, or holds it and timeout_ms (0: at once; ZK_WAIT_FOREVER)
+ * passes before that claim ends; when it ends without being made final,
+ * the slot is open and this call claims it.
  */
 bool
-zk_hold_claim(const char *job, TimestampTz slot)
+zk_hold_claim(const char *job, TimestampTz slot, int64 timeout_ms)
 {
 	ZkRequest	req;
 	ZkEntryState state;
@@ -1016,7 +1018,7 @@ zk_hold_claim(const char *job, TimestampTz slot)
 	memset(&req, 0, sizeof(req));
 	req.kind = ZK_KIND_JOB_CLAIM;
 	req.name = job;
-	req.flags = ZKR_NOWAIT;
+	req.flags = timeout_ms == 0 ? ZKR_NOWAIT : 0;
 	req.targ = slot;
 	id = zk_request(&req, &gen);
 	if (!claims_exit_registered)
@@ -1029,7 +1031,7 @@ zk_hold_claim(const char *job, TimestampTz slot)
 		before_shmem_exit(claims_exit, (Datum) 0);
 		claims_exit_registered = true;
 	}
-	state = zk_wait(id, gen, 0);
+	state = zk_wait(id, gen, zk_deadline(timeout_ms));
 	if (state == ZKE_LOST)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -28,7 +28,8 @@ extern bool zk_hold_release(ZkKind kind, const char *name);
 extern void zk_hold_release_last(ZkKind kind, const char *name);
 extern int	zk_hold_release_all(void);
 extern bool zk_hold_is_held(ZkKind kind, const char *name, int64 *token);
-extern bool zk_hold_claim(const char *job, TimestampTz slot);
+extern bool zk_hold_claim(const char *job, TimestampTz slot,
+						  int64 timeout_ms);
 /* double barrier memberships (double_barrier.c) */
 extern bool zk_hold_barrier_enter(const char *name, int32 members,
 								  int64 timeout_ms);

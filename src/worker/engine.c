@@ -305,9 +305,9 @@ zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
 	zk_part_drop(p);
 }
 
-/* The part's waiting no-wait entries find it taken. */
-void
-zk_part_would_block(ZkPart *p)
+/* The part's waiting entries (only the no-wait ones, or all) find it taken. */
+static void
+refuse_waiters(ZkPart *p, bool all)
 {
 	dlist_mutable_iter it;
 
@@ -316,13 +316,27 @@ zk_part_would_block(ZkPart *p)
 		ZkOp	   *op = dlist_container(ZkOp, link, it.cur);
 		int			id = op - ops;
 
-		if (ZK_ENTRY(id)->flags & ZKR_NOWAIT)
+		if (all || (ZK_ENTRY(id)->flags & ZKR_NOWAIT))
 		{
 			detach(id);
 			leave(p, op);
 			zk_set_outcome(id, ZKE_WOULD_BLOCK, 0, NULL);
 		}
 	}
+}
+
+/* The part's waiting no-wait entries find it taken. */
+void
+zk_part_would_block(ZkPart *p)
+{
+	refuse_waiters(p, false);
+}
+
+/* The part's waiting entries find it taken for good: waiting would not help. */
+void
+zk_part_taken(ZkPart *p)
+{
+	refuse_waiters(p, true);
 }
 
 /* Show which node the part's waiting entries wait for. */

@@ -304,6 +304,7 @@ extern void zk_part_rows(ZkPart *p);
 extern void zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
 			pg_attribute_printf(3, 4);
 extern void zk_part_would_block(ZkPart *p);
+extern void zk_part_taken(ZkPart *p);
 extern void zk_part_wait_on(ZkPart *p, const char *node);
 extern void zk_part_node_created(ZkPart *p, const char *path,
 								 const struct Stat *stat);

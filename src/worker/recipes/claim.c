@@ -76,6 +76,7 @@
 #define T_REOPEN_DEL	10
 #define T_CLAIM_SYNC	11		/* answers need nothing: what follows it */
 #define T_REOPEN_SYNC	12		/* is answered after it */
+#define T_CLAIM_LOOK	13		/* getData with a watch of another's claim */
 
 /* where a claim part is (ZkPart.step) */
 #define CLAIM_START		0		/* create the node */
@@ -88,6 +89,8 @@
 #define CLAIM_REOPENING	7		/* its transaction aborted after the claim
 								 * was made final (or might have been): its
 								 * release waits for the reopening */
+#define CLAIM_LOOKING	8		/* someone else's node is there: final? */
+#define CLAIM_WAITING	9		/* ... an open claim: wait for it to end */
 
 #define NONCE_LEN		ZK_NONCE_LEN
 #define MAX_JOBS		10000
@@ -264,14 +267,39 @@ claim_start(ZkPart *p)
 	claim_create(p);
 }
 
-/* Nobody may have the claim from us: it is someone else's (or final). */
+/* The slot is done (final), or taken and we must not wait: false. */
 static void
 claim_taken(ZkPart *p)
 {
 	p->phase = NODE_NONE;
 	p->step = CLAIM_OVER;
-	zk_part_would_block(p);
+	zk_part_taken(p);
 	zk_part_drop(p);
+}
+
+/*
+ * Someone else's node is at the claim's path.  A request that must not
+ * wait is answered false at once.  One that may wait looks at the node,
+ * with a data watch: final, the slot is done (false); an open claim, it
+ * waits for that claim to end, and then claims again: made final, false;
+ * given up (its transaction aborted, its backend or session went), the
+ * slot is open and this request may take it.
+ */
+static void
+claim_exists(ZkPart *p)
+{
+	int			id = zk_part_entry(p);
+	char		path[ZK_PATH_MAX];
+
+	p->phase = NODE_NONE;
+	if (id < 0 || (ZK_ENTRY(id)->flags & ZKR_NOWAIT))
+	{
+		claim_taken(p);
+		return;
+	}
+	p->step = CLAIM_LOOKING;
+	claim_path(p, path, sizeof(path));
+	zk_call_get(p, T_CLAIM_LOOK, path, true);
 }
 
 static void
@@ -284,6 +312,12 @@ claim_step(ZkPart *p, const ZkResult *r)
 		switch (p->step)
 		{
 			case CLAIM_START:
+				if (!p->dropping)
+					claim_start(p);
+				break;
+			case CLAIM_LOOKING:
+			case CLAIM_WAITING:
+				/* the claim waited for ended (its watch), or lost answers */
 				if (!p->dropping)
 					claim_start(p);
 				break;
@@ -309,7 +343,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 				zk_part_grant(p);
 			}
 			else if (r->rc == ZNODEEXISTS)
-				claim_taken(p);
+				claim_exists(p);
 			else if (r->rc == ZNONODE)
 			{
 				/* a parent went (a reaped container): create them again */
@@ -347,7 +381,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 				data_nonce(r->data, theirs);
 				if (strcmp(ours, theirs) != 0)
 				{
-					claim_taken(p);
+					claim_exists(p);
 					break;
 				}
 				zk_part_node_created(p, r->path, &r->stat);
@@ -355,7 +389,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 				zk_part_grant(p);	/* or, dropping, the engine deletes it */
 			}
 			else if (r->rc == ZOK)
-				claim_taken(p);
+				claim_exists(p);
 			else if (r->rc == ZNONODE)
 			{
 				/* our create never happened */
@@ -370,6 +404,30 @@ claim_step(ZkPart *p, const ZkResult *r)
 			}
 			else
 				p->need_eval = true;	/* again once connected */
+			break;
+
+		case T_CLAIM_LOOK:
+			if (p->step != CLAIM_LOOKING || p->dropping)
+				break;
+			if (r->rc == ZOK && r->has_stat && r->stat.ephemeralOwner == 0)
+				claim_taken(p); /* final: the slot is done */
+			else if (r->rc == ZOK)
+			{
+				/* open: the watch tells when it is made final or given up */
+				p->step = CLAIM_WAITING;
+				zk_part_wait_on(p, p->node);
+			}
+			else if (r->rc == ZNONODE)
+				claim_start(p); /* gone meanwhile: claim again */
+			else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
+				p->need_eval = true;	/* claims again once connected */
+			else
+			{
+				p->step = CLAIM_OVER;
+				zk_part_fail(p, zk_refusal_errcode(r->rc),
+							 "ZooKeeper refused to read the claim node: %s.",
+							 zerror(r->rc));
+			}
 			break;
 
 		case T_CLAIM_FINAL:
