@@ -24,7 +24,9 @@
 /*
  * Ask the worker, wait until the deadline (0: none).  Returns true and the
  * request's result when it is done; false when it would have to wait (no
- * wait asked) or the deadline passed.
+ * wait asked) or the deadline passed.  A request the worker does not start
+ * over in a new session (ZKR_NO_RESTART: a set or remove, which may have
+ * been carried out already) raises 40003 when the session is lost.
  */
 static bool
 barrier_request(ZkKind kind, const char *name, int flags,
@@ -40,6 +42,13 @@ barrier_request(ZkKind kind, const char *name, int flags,
 	req.flags = flags;
 	id = zk_request(&req, &generation);
 	state = zk_wait(id, generation, deadline);
+	if (state == ZKE_LOST)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
+				 errmsg("zklock lost its ZooKeeper session while changing barrier \"%s\"",
+						name),
+				 errdetail("The change may or may not have been made."),
+				 errhint("Look at the barrier (zk_barrier_wait(name, 0)) before trying again.")));
 	if (state != ZKE_DONE)
 		return false;			/* WOULD_BLOCK or timed out: given up */
 
@@ -61,8 +70,8 @@ zk_barrier_set(PG_FUNCTION_ARGS)
 	int64		result = 0;
 
 	(void) barrier_request(ZK_KIND_BARRIER_SET,
-						   zk_name_arg(fcinfo, 0, "barrier name"), 0, 0,
-						   &result);
+						   zk_name_arg(fcinfo, 0, "barrier name"),
+						   ZKR_NO_RESTART, 0, &result);
 	PG_RETURN_BOOL(result == 1);
 }
 
@@ -73,8 +82,8 @@ zk_barrier_remove(PG_FUNCTION_ARGS)
 	int64		result = 0;
 
 	(void) barrier_request(ZK_KIND_BARRIER_REMOVE,
-						   zk_name_arg(fcinfo, 0, "barrier name"), 0, 0,
-						   &result);
+						   zk_name_arg(fcinfo, 0, "barrier name"),
+						   ZKR_NO_RESTART, 0, &result);
 	PG_RETURN_BOOL(result == 1);
 }
 

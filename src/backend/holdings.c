@@ -272,6 +272,58 @@ lost_in_xact_error(ZkHolding *h)
 }
 
 /*
+ * Session-scope holdings found lost and dropped (each acquisition once), so
+ * that the releases still to come for them say so instead of "you don't
+ * own", as pg_advisory_unlock would for a lock never held; the release
+ * of every holding forgets them.  A list of "kind:name" strings in
+ * TopMemoryContext, at most MAX_LOST long (the oldest go first).
+ */
+#define MAX_LOST	64
+static List *lost = NIL;
+
+static char *
+lost_key(ZkKind kind, const char *name)
+{
+	return psprintf("%d:%s", (int) kind, name);
+}
+
+static void
+note_lost(ZkKind kind, const char *name)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	if (list_length(lost) >= MAX_LOST)
+	{
+		pfree(linitial(lost));
+		lost = list_delete_first(lost);
+	}
+	lost = lappend(lost, lost_key(kind, name));
+	MemoryContextSwitchTo(old);
+}
+
+/* Forget one lost acquisition of (kind, name); false if there is none. */
+static bool
+forget_lost(ZkKind kind, const char *name)
+{
+	char	   *key = lost_key(kind, name);
+	ListCell   *lc;
+	bool		found = false;
+
+	foreach(lc, lost)
+	{
+		if (strcmp(lfirst(lc), key) == 0)
+		{
+			pfree(lfirst(lc));
+			lost = foreach_delete_current(lost, lc);
+			found = true;
+			break;
+		}
+	}
+	pfree(key);
+	return found;
+}
+
+/*
  * Check the holding's nodes.  Session-scope acquisitions of a lost node are
  * reported with a WARNING and dropped; transaction-scope ones stay, so that
  * the transaction cannot commit.  Returns the holding if it still exists
@@ -302,6 +354,7 @@ check_holding(ZkHolding *h, bool *all_held, int64 *token)
 							h->key.name),
 					 errdetail("Its ZooKeeper session ended, so another client may have held it since.")));
 		warned = true;
+		note_lost(h->key.kind, h->key.name);
 		if (remove_acq(h, i))
 			return NULL;
 	}
@@ -793,7 +846,20 @@ zk_hold_release(ZkKind kind, const char *name)
 	int			i;
 
 	if (h != NULL)
+	{
 		h = check_holding(h, &all_held, NULL);
+		if (h == NULL)
+			return false;		/* lost: check_holding said so */
+	}
+	if (h == NULL && forget_lost(kind, name))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("zklock %s \"%s\" was lost before this release",
+						zk_kind_name(kind), name),
+				 errdetail("Its ZooKeeper session ended while this session held it, so another client may have held it since.")));
+		return false;
+	}
 	if (h == NULL || (i = last_session_acq(h)) < 0)
 	{
 		ereport(WARNING,
@@ -840,6 +906,8 @@ zk_hold_release_all(void)
 			n++;
 	}
 	zk_await_released(true);
+	list_free_deep(lost);
+	lost = NIL;
 	return n;
 }
 

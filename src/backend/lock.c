@@ -218,13 +218,16 @@ zk_lock_revoke(PG_FUNCTION_ARGS)
 
 	req.kind = ZK_KIND_REVOKE;
 	req.name = name;
+	/* not started over in a new session: it would list again (see revoke.c) */
+	req.flags = ZKR_NO_RESTART;
 	id = zk_request(&req, &generation);
 	if (zk_wait(id, generation, 0) != ZKE_DONE)
 		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
 				 errmsg("zklock lost its ZooKeeper session while revoking lock \"%s\"",
 						name),
-				 errhint("Retry the call.")));
+				 errdetail("Some of its holders may have been asked to let go."),
+				 errhint("Call it again to ask the holders of the lock now.")));
 	result = zk_entry_result(id, generation);
 	zk_give_up(id, generation);
 	PG_RETURN_INT32((int32) result);

@@ -624,37 +624,54 @@ zk_raise_failure(ZkEntry *e, int id, uint32 generation)
 }
 
 /*
- * The error of a request that found no usable ZooKeeper session within
- * zklock.connect_timeout; the worker's last error says why.
+ * The error of a request that could not be answered because ZooKeeper
+ * could not be asked: no usable session within zklock.connect_timeout
+ * (connecting), or, at the request's own deadline, none, or no answer
+ * that showed another holder.  The detail says what was tried for how
+ * long and the worker's last error (a sentence, with its time); the hint
+ * how to look further.
  */
 static void
-zk_raise_unreachable(int id, uint32 generation)
+zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
+					 bool connecting)
 {
 	char		last[ZK_ERRMSG_MAX];
+	TimestampTz last_at;
+	ZkSessionState state;
 	size_t		len;
+	long		waited_ms;
+	StringInfoData detail;
 
 	LWLockAcquire(zk_shared->lock, LW_SHARED);
 	strlcpy(last, zk_shared->last_error, sizeof(last));
+	last_at = zk_shared->last_error_at;
+	state = zk_shared->session_state;
 	LWLockRelease(zk_shared->lock);
 	zk_give_up(id, generation);
+	waited_ms = (long) ((GetCurrentTimestamp() - requested_at) / 1000);
+
+	initStringInfo(&detail);
+	if (connecting || state != ZKS_CONNECTED)
+		appendStringInfo(&detail,
+						 "The zklock worker had no usable ZooKeeper session in the %ld ms this call waited (zklock.connect_timeout is %d ms); it keeps trying every host of zklock.hosts.",
+						 waited_ms, zklock_connect_timeout);
+	else
+		appendStringInfo(&detail,
+						 "ZooKeeper did not answer the zklock worker in the %ld ms this call waited: nobody was seen holding or waiting for it.",
+						 waited_ms);
 	/* the sentence below ends with its own period */
 	len = strlen(last);
 	while (len > 0 && (last[len - 1] == '.' || last[len - 1] == ' ' ||
 					   last[len - 1] == '\n'))
 		last[--len] = '\0';
 	if (last[0])
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
-				 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms); its last error was: %s.",
-						   zklock_connect_timeout, last),
-				 errhint("Check zklock.hosts and the zklock worker's messages in the server log.")));
+		appendStringInfo(&detail, " Its last error, at %s, was: %s.",
+						 timestamptz_to_str(last_at), last);
 	ereport(ERROR,
 			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 			 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
-			 errdetail("The zklock worker had no ZooKeeper session within zklock.connect_timeout (%d ms).",
-					   zklock_connect_timeout),
-			 errhint("Check zklock.hosts and the zklock worker's messages in the server log.")));
+			 errdetail_internal("%s", detail.data),
+			 errhint("Check that ZooKeeper is running and reachable from this host (\"echo srvr | nc HOST PORT\"), and see SELECT * FROM zk_status() and the zklock worker's messages in the server log.")));
 }
 
 /*
@@ -704,6 +721,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 	ZkEntryState result = ZKE_PENDING;
+	TimestampTz requested_at = e->requested_at; /* ours: it cannot change */
 
 	Assert(e->generation == generation);
 	if (LockTimeout > 0)
@@ -715,6 +733,8 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 		{
 			ZkEntryState state;
 			bool		trusted;
+			bool		usable;
+			bool		seen_other;
 			bool		connecting;
 			TimestampTz connect_deadline;
 			TimestampTz now;
@@ -723,9 +743,15 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			LWLockAcquire(zk_shared->lock, LW_SHARED);
 			state = e->state;
 			trusted = zk_trusted_locked(e->session_id);
-			/* a request that has no node yet needs a session soon */
-			connecting = zk_shared->session_state != ZKS_CONNECTED &&
-				state == ZKE_PENDING && e->node[0] == '\0';
+			usable = zk_shared->session_state == ZKS_CONNECTED;
+
+			/*
+			 * A request that neither has a node in ZooKeeper's queue nor
+			 * anything else to wait on yet needs a session soon.
+			 */
+			connecting = !usable && state == ZKE_PENDING &&
+				e->node[0] == '\0' && e->waiting_on[0] == '\0';
+			seen_other = e->waited;
 			connect_deadline = e->connect_deadline;
 			LWLockRelease(zk_shared->lock);
 
@@ -755,6 +781,15 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 						zk_raise_failure(e, id, generation);
 					if (result != ZKE_HELD && result != ZKE_DONE)
 					{
+						/*
+						 * The time is up.  "Not granted" (false) only if
+						 * someone else was seen holding or ahead in the
+						 * queue and ZooKeeper can be asked now; otherwise
+						 * nobody knows, and that is 08001, never false.
+						 */
+						if (!seen_other || !usable)
+							zk_raise_unreachable(id, generation, requested_at,
+												 false);
 						result = ZKE_PENDING;
 						zk_count_timeout();
 					}
@@ -765,7 +800,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 			if (connecting)
 			{
 				if (now >= connect_deadline)
-					zk_raise_unreachable(id, generation);
+					zk_raise_unreachable(id, generation, requested_at, true);
 				wait_ms = Min(wait_ms, zk_ms_until(now, connect_deadline));
 			}
 			zk_sleep(wait_ms);

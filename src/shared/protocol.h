@@ -180,6 +180,7 @@ typedef struct ZkShared
 	ZkMono		confirmed_at;	/* monotonic; see worker/session.c */
 	char		server[128];	/* host:port the session is connected to */
 	char		last_error[ZK_ERRMSG_MAX];
+	TimestampTz last_error_at;	/* when last_error was set */
 
 	/*
 	 * Counters for zk_status() and zk_stats (monitor.c): cumulative since

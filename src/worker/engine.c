@@ -570,10 +570,11 @@ advance(ZkPart *p)
 	 * A sequential node's path is ours alone (its protected prefix), so its
 	 * delete goes at any version and is simply sent again when its reply is
 	 * lost.  A step driver's node has a path others may use once ours is
-	 * gone (a job claim's slot): its delete goes at the version we know,
-	 * and after a lost reply (or a version that does not match) it is sent
-	 * again only if the node there now is still the one we created (its
-	 * czxid, read after a sync), never to a node someone made since.
+	 * gone (a job claim's slot): its delete goes at the version we know (a
+	 * node of our live session, which nobody else deletes), and after a
+	 * lost reply (or a version that does not match) it is sent again only
+	 * if the node there now is still the one we created (its czxid, read
+	 * after a sync), never to a node someone made since.
 	 */
 	if (p->dropping && !has_entries(p) && p->phase == NODE_EXISTS &&
 		zk_connected())
@@ -847,7 +848,8 @@ process_call(ZkCall *c)
 	{
 		p->inflight--;
 		answered_list_sent_at = c->sent_at;
-		if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE)
+		if (c->r.rc == ZSYSTEMERROR && c->r.type != ZKC_DELETE &&
+			p->phase != NODE_DELETING)
 			zk_part_fail(p, ERRCODE_OUT_OF_MEMORY,
 						 "The zklock worker ran out of memory.");
 		else if (p == reconciler)

@@ -109,6 +109,37 @@ handoff_exhausted(ZkPart *p, ZkOp *op)
 }
 
 /*
+ * The part's node waits for another: its waiters that do not know it yet
+ * (they came after the part looked) wait on the same node as the others.
+ */
+static void
+queue_behind_part(ZkPart *p)
+{
+	const char *on = NULL;
+	dlist_iter	it;
+
+	dlist_foreach(it, &p->waiters)
+	{
+		ZkEntry    *e = ZK_ENTRY(dlist_container(ZkOp, link, it.cur) - ops);
+
+		if (e->waiting_on[0])
+		{
+			on = e->waiting_on;
+			break;
+		}
+	}
+	if (on == NULL)
+		return;
+	dlist_foreach(it, &p->waiters)
+	{
+		int			id = dlist_container(ZkOp, link, it.cur) - ops;
+
+		if (ZK_ENTRY(id)->waiting_on[0] == '\0')
+			zk_set_node(id, p->node, on);
+	}
+}
+
+/*
  * Grant what a holding cohort part can grant, in arrival order; close it
  * once it has handed the lock on for long enough; move the requests it can
  * no longer serve to a fresh part; keep or drop it once unused.
@@ -132,13 +163,24 @@ cohort_update(ZkPart *p)
 		}
 		grant(p, op);
 	}
-	if (p->evaluated)
+	/*
+	 * Requests that must not wait find the lock taken: by a holder of this
+	 * instance, or by whoever the part's node waits for, as long as the
+	 * session can tell that this is still so (during an outage they wait
+	 * for the next look, or fail for want of a session: never false on an
+	 * old listing).  Requests that wait queue behind what the part waits
+	 * for, like the ones before them.
+	 */
+	if (p->evaluated && (p->holds || zk_connected()))
 		zk_part_would_block(p);
+	if (p->evaluated && !p->holds)
+		queue_behind_part(p);
 
 	/*
-	 * Waiters the part will grant queue behind its node: show it (zk_locks),
-	 * and so they wait through a ZooKeeper outage like a waiter with a node
-	 * of its own, instead of failing for want of a session.
+	 * Waiters the part will grant queue behind its node: show it as what
+	 * they wait on (zk_locks: they have no node of their own), and so they
+	 * wait through a ZooKeeper outage like a waiter with a node of its own,
+	 * instead of failing for want of a session.
 	 */
 	if (p->holds && !p->closed)
 	{
@@ -150,7 +192,7 @@ cohort_update(ZkPart *p)
 
 			if (!op->queued_local)
 			{
-				zk_set_node(op - ops, p->node, p->node);
+				zk_set_node(op - ops, "", p->node);
 				op->queued_local = true;
 			}
 		}

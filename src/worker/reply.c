@@ -339,5 +339,7 @@ zk_set_last_error(const char *fmt,...)
 	va_start(ap, fmt);
 	vsnprintf(zk_shared->last_error, sizeof(zk_shared->last_error), fmt, ap);
 	va_end(ap);
+	zk_shared->last_error_at = zk_shared->last_error[0] ?
+		GetCurrentTimestamp() : 0;
 	LWLockRelease(zk_shared->lock);
 }

@@ -149,13 +149,43 @@ zk_session_id(void)
 	return zk_zh != NULL && !ending_old ? session_id : 0;
 }
 
-/* Route the client's own log lines to the server log at DEBUG1. */
+/*
+ * Route the client's own log lines to the server log at DEBUG1; an error
+ * becomes the last error shown to users (zk_status(), 08001's detail), as
+ * a phrase: "HOST:PORT: Connection refused" for a socket's error, else the
+ * client's text without its time stamp, thread and source location.
+ */
 static void
 client_log(const char *message)
 {
+	const char *text = strstr(message, "ZOO_ERROR@");
+	const char *err;
+	const char *why;
+	const char *end;
+
 	elog(DEBUG1, "zookeeper client: %s", message);
-	if (strstr(message, "ZOO_ERROR") != NULL)
-		zk_set_last_error("%s", message);
+	if (text == NULL)
+		return;
+	text = strstr(text, ": ");
+	text = text ? text + 2 : message;
+	if (strncmp(text, "Socket ", 7) == 0 &&
+		(err = strstr(text, "errno=")) != NULL &&
+		(why = strchr(err, '(')) != NULL &&
+		(end = strchr(why, ')')) != NULL)
+	{
+		const char *host = text + 7;
+		int			hostlen = strcspn(host, " ");
+
+		if (host[0] == '[' && hostlen > 2)
+		{
+			host++;
+			hostlen -= 2;
+		}
+		zk_set_last_error("%.*s: %.*s", hostlen, host,
+						  (int) (end - why - 1), why + 1);
+	}
+	else
+		zk_set_last_error("%s", text);
 }
 
 /* ---- the session file ---- */
@@ -312,6 +342,7 @@ session_changed(void)
 		backoff_ms = 0;
 		retry_at = 0;
 		next_probe_at = 0;		/* confirm at once */
+		zk_set_last_error("%s", "");	/* what failed before is over */
 		if (cid->client_id != session_id)
 		{
 			/* a new session: the quorum created it just now */

@@ -69,7 +69,8 @@ my $h3 = session($slow);
 is($h3->query_ok("SELECT zk_lock_acquire('r3')"), 't', 'a third session holds r3');
 my $w3 = session($slow);
 # (with local hand-off, the default, the waiters queue inside the instance
-# behind its one node, shown as theirs in zk_locks)
+# behind its one node, shown in zk_locks as what they wait on: they have no
+# node of their own)
 $w3->send("SELECT zk_lock_acquire('r3')");
 ZkLockTest::wait_for_extension_wait($slow, $w3->pid);
 my @w;
@@ -85,9 +86,9 @@ is(scalar @r1_before, 1, 'one node for the holder and its two waiters');
 is( $slow->safe_psql(
 		'postgres',
 		"SELECT count(*) FROM zk_locks WHERE name = 'r1' AND state = 'waiting' "
-		  . "AND znode = '/zklock/r1/$r1_before[0]'"),
+		  . "AND znode IS NULL AND waiting_on = '$r1_before[0]'"),
 	'2',
-	'the waiters queue behind that node');
+	'the waiters queue behind that node (no node of their own)');
 
 my $t_stop = time;
 $zk->stop_node(1);
@@ -239,8 +240,11 @@ is($ha->query_ok("SELECT count(*) FROM zk_locks WHERE pid = " . $ha->pid),
 	'0', 'and the holding is dropped');
 ($out, $err) = $ha->query("SELECT zk_lock_release('d1')");
 is($out, 'f', 'releasing it afterwards returns false');
+like($err, qr/WARNING: .*zklock lock "d1" was lost before this release/,
+	'with a WARNING that says it was lost (not "you don\'t own")');
+($out, $err) = $ha->query("SELECT zk_lock_release('d1')");
 like($err, qr/WARNING: .*you don't own a zklock lock named "d1"/,
-	'with the usual WARNING of a lock not held');
+	'a second release: the usual WARNING of a lock not held');
 
 zk_restart_node($zk, 1);
 ok( poll_session(

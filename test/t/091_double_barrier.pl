@@ -369,15 +369,16 @@ leave_through_outage('db/rd', 3, 'paused', sub { $zk->pause_node(1) },
 # Stopped and started again within A's session timeout: the last calls are
 # made once the session is connected again.  Meanwhile, an enter that gets
 # no node (no connection) and whose time is up has no last calls to make:
-# it returns at once.
+# it fails at once with 08001 (it could not ask ZooKeeper: never false).
 leave_through_outage(
 	'db/rc', 4, 'stopped',
 	sub { $zk->stop_node(1) },
 	sub {
 		my $sa2 = ZkLockTest::Session->new($pa);
 		my $t_enter = Time::HiRes::time();
-		is($sa2->query_ok("SELECT zk_double_barrier_enter('db/off', 2, 500)"), 'f',
-			'with ZooKeeper stopped, an enter with a timeout returns false');
+		my ($out, $err) = $sa2->query("SELECT zk_double_barrier_enter('db/off', 2, 500)");
+		is(ZkFault::sqlstate($err), '08001',
+			'with ZooKeeper stopped, an enter with a timeout fails with 08001, not false');
 		cmp_ok(Time::HiRes::time() - $t_enter, '<', 5,
 			'when its time is up, not once ZooKeeper is back');
 		$sa2->quit;

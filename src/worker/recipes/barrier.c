@@ -299,8 +299,9 @@ wait_step(ZkPart *p, const ZkResult *r)
 	{
 		if (refuse_other(p, &r->stat))
 			return;
-		/* set: a request that must not wait ends here */
+		/* set: a request that must not wait ends here, others wait on it */
 		zk_part_would_block(p);
+		zk_part_wait_on(p, zk_node_of(p->parent));
 		if (zk_part_entry(p) < 0)
 			zk_part_drop(p);
 	}

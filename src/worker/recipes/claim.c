@@ -460,6 +460,8 @@ claim_step(ZkPart *p, const ZkResult *r)
 						reopen_add(path, p->extra, 0);
 					next_reopen = 0;
 				}
+				/* a given-up entry's release waits for the reopening */
+				p->step = id >= 0 ? CLAIM_OVER : CLAIM_REOPENING;
 				if (id >= 0)
 					zk_set_ask_outcome(id, ZK_ASK_FAILED,
 									   ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -651,21 +653,21 @@ own_step(ZkPart *p, const ZkResult *r)
 
 		if (reopen != NIL && now >= next_reopen)
 		{
+			/*
+			 * After a sync, so that a follower behind the leader shows the
+			 * nodes as they are: a delete of ours whose answer was lost may
+			 * have been applied, and a node of the same path since is
+			 * someone else's claim (its nonce tells).  One sync orders every
+			 * read sent after it.
+			 */
+			zk_call_sync(p, T_REOPEN_SYNC,
+						 ((ReopenItem *) linitial(reopen))->path);
 			foreach(lc, reopen)
 			{
 				ReopenItem *it = lfirst(lc);
 
-				/*
-				 * After a sync, so that a follower behind the leader shows
-				 * the node as it is: a delete of ours whose answer was lost
-				 * may have been applied, and a node of the same path since
-				 * is someone else's claim (its nonce tells).
-				 */
 				if (now >= it->not_before)
-				{
-					zk_call_sync(p, T_REOPEN_SYNC, it->path);
 					zk_call_get(p, T_REOPEN_GET, it->path, false);
-				}
 			}
 			next_reopen = ZkMonoPlusMs(now, REOPEN_INTERVAL_MS);
 		}

@@ -767,7 +767,11 @@ dbarrier_dropped(ZkPart *p)
 	if (st->gone_ready)
 		ready_look(p, T_GONE_STAT);
 	else
+	{
+		/* after a sync: a lagging follower's "ready" may be a round old */
+		zk_call_sync(p, T_SYNC_FIRST, p->parent);
 		zk_call_list(p, T_GONE_LIST, p->parent, false);
+	}
 }
 
 const ZkDriver zk_double_barrier_driver = {
