@@ -1131,7 +1131,12 @@ zk_engine_session_lost(const char *why)
 	}
 	watch_epoch++;
 
-	/* waiting requests start over, with a fresh deadline to connect */
+	/*
+	 * Waiting requests start over.  One that was queued (it waited for
+	 * someone) gets a fresh deadline to connect; one that never was keeps
+	 * its own, so that a call made without a usable session fails
+	 * zklock.connect_timeout after it began, whatever happened meanwhile.
+	 */
 	foreach(lc, restart)
 	{
 		int			id = lfirst_int(lc);
@@ -1140,8 +1145,10 @@ zk_engine_session_lost(const char *why)
 		LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 		e->node[0] = '\0';
 		e->waiting_on[0] = '\0';
-		e->connect_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														  e->connect_timeout);
+		if (e->waited)
+			e->connect_deadline =
+				TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											e->connect_timeout);
 		LWLockRelease(zk_shared->lock);
 		new_request(id);
 	}
