@@ -166,7 +166,8 @@ sub status
 Arms the one-shot fault (see the file header of F<test/zkfaultproxy>) on
 the next request of op C<$op> (create, delete, setData, multi, ... or a
 number) whose path (for a multi: the path of one of its operations)
-contains C<$substring> (optional); remembers the count of fired faults for
+contains C<$substring> (optional), or on the next multi with an operation
+of op C<$op> on such a path (a coalesced write); remembers the count of fired faults for
 C<wait_fired>.
 
 =cut
