@@ -108,13 +108,12 @@ my $legal = hist(
 	[ 'a', 'release', 15,   16,   't' ]);
 is(kinds($legal), '', 'checker: a legal history passes');
 
-is( kinds(
-		hist(
-			[ 'a', 'acquire', 0,  1,  't' ],
-			[ 'b', 'try',     2,  3,  't' ],
-			[ 'b', 'release', 5,  6,  't' ],
-			[ 'a', 'release', 10, 11, 't' ])),
-	'overlap:a/acquire+a/release+b/try+b/release',
+my @overlapping = (
+	[ 'a', 'acquire', 0,  1,  't' ],
+	[ 'b', 'try',     2,  3,  't' ],
+	[ 'b', 'release', 5,  6,  't' ],
+	[ 'a', 'release', 10, 11, 't' ]);
+is(kinds(hist(@overlapping)), 'overlap:a/acquire+a/release+b/try+b/release',
 	'checker: overlapping holdings are flagged');
 
 is( kinds(
@@ -163,13 +162,7 @@ my $err_in_fault = hist([ 'n', 'fault', 0, 10, 't' ], [ 'a', 'try', 1, 2, 't' ])
 $err_in_fault->[1]{err} = 'could not reach ZooKeeper';
 is(kinds($err_in_fault), '', 'checker: an error during a network fault is excused');
 
-is( kinds(
-		hist(
-			[ 'n', 'fault',   0,  20, 't' ],
-			[ 'a', 'acquire', 0,  1,  't' ],
-			[ 'b', 'try',     2,  3,  't' ],
-			[ 'b', 'release', 5,  6,  't' ],
-			[ 'a', 'release', 10, 11, 't' ])),
+is( kinds(hist([ 'n', 'fault', 0, 20, 't' ], @overlapping)),
 	'overlap:a/acquire+a/release+b/try+b/release',
 	'checker: overlapping holdings during a network fault are flagged');
 
@@ -262,20 +255,19 @@ sub curator_call
 
 my @FIELDS = qw(client op arg inv comp result err);
 
-# The PostgreSQL clients are child processes: each opens its session, says
-# it is ready, waits for the start (the parent closes the pipe), runs and
-# writes its history to a file.  They leave by POSIX::_exit, so that no END
-# block of this test (which would stop the servers) runs in them.
+# The clients are child processes: each opens its session (on $node), says
+# it is ready, waits for the start (the parent closes the pipe), runs
+# $run->($session) and writes the operations it returns to a file.  They
+# leave by POSIX::_exit, so that no END block of this test (which would stop
+# the servers) runs in them.
 my $dir = PostgreSQL::Test::Utils::tempdir('lin');
 pipe(my $go_r, my $go_w) or die "pipe: $!";
 pipe(my $ready_r, my $ready_w) or die "pipe: $!";
 my @kids;
-my $k = 0;
-foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
-	[ $nb, 'b1' ], [ $nb, 'b2' ], [ $nb, 'b3' ])
+
+sub spawn
 {
-	my ($node, $name) = @$spec;
-	$k++;
+	my ($name, $node, $seed, $run) = @_;
 	STDOUT->flush;
 	STDERR->flush;
 	my $pid = fork;
@@ -284,7 +276,7 @@ foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
 	{
 		close $go_w;
 		close $ready_r;
-		srand($SEED + $k);
+		srand($seed);
 		my $rc = 0;
 		open my $fh, '>', "$dir/$name" or POSIX::_exit(2);
 		eval {
@@ -294,7 +286,7 @@ foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
 			close $ready_w;
 			my $buf;
 			sysread $go_r, $buf, 1;    # end of file: go
-			foreach my $op (run_client($name, sub { pg_call($s, @_) }))
+			foreach my $op ($run->($s))
 			{
 				print $fh join("\t", map { $op->{$_} // '' } @FIELDS), "\n";
 			}
@@ -309,80 +301,79 @@ foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
 		POSIX::_exit($rc);
 	}
 	push @kids, [ $pid, $name ];
+	return;
 }
 
 # Network faults on b's connection, one after another, each written as an
-# operation "fault" spanning its injection and b's reconnection after it.
+# operation "fault" spanning its injection and b's reconnection after it
+# (in its session, or in a new one).
 sub inject_faults
 {
 	my ($s, $stop, $stop_file) = @_;
+	# each returns whether it broke a connection
+	my $withhold = sub {
+		my ($op) = @_;
+		$proxy->withhold($op);
+		return 1 if $proxy->wait_fired(timeout => 0.3);
+		# a withheld request that b did not send soon: none
+		$proxy->disarm;
+		return $proxy->wait_fired(timeout => 0);
+	};
+	my $cut = sub { return ($proxy->cut =~ /cut=(\d+)/)[0] > 0; };
 	my @kinds = (
-		[ 'withhold delete', sub { $proxy->withhold('delete') } ],
-		[ 'withhold create', sub { $proxy->withhold('anycreate') } ],
-		[ 'withhold multi',  sub { $proxy->withhold('multi') } ],
-		[ 'cut',             sub { $proxy->cut } ],
+		[ 'withhold delete', sub { $withhold->('delete') } ],
+		[ 'withhold create', sub { $withhold->('anycreate') } ],
+		[ 'withhold multi',  sub { $withhold->('multi') } ],
+		[ 'cut',             $cut ],
 		[
 			'refuse',
-			sub { $proxy->refuse(sprintf('%.2f', 0.1 + rand 0.3)); $proxy->cut }
+			sub { $proxy->refuse(sprintf('%.2f', 0.1 + rand 0.3)); $cut->() }
 		]);
 	my @hist;
 	while (now() < $stop && !-e $stop_file)
 	{
 		Time::HiRes::sleep(0.05 + rand 0.25);    # the faults' pace
 		my ($what, $do) = @{ $kinds[ int rand @kinds ] };
-		my $reconnects = zk_status_of($s)->{reconnects};
+		my $st0 = zk_status_of($s);
 		my $inv = now();
-		$do->();
-		# a withheld request that b did not send soon: none
-		if ($what =~ /^withhold/ && !$proxy->wait_fired(timeout => 0.3))
-		{
-			$proxy->disarm;
-			next unless $proxy->wait_fired(timeout => 0);
-		}
-		poll_status($s,
-			sub { $_[0]{state} eq 'connected' && $_[0]{reconnects} > $reconnects },
+		next unless $do->();
+		poll_status(
+			$s,
+			sub {
+				$_[0]{state} eq 'connected'
+				  && ($_[0]{reconnects} > $st0->{reconnects}
+					|| $_[0]{session_id} ne $st0->{session_id});
+			},
 			timeout => 30)
-		  or die "b did not reconnect after a fault ($what)";
-		push @hist, { client => 'net', op => 'fault', arg => $what,
-			inv => $inv, comp => now(), result => 't', err => '' };
+		  or die "b did not reconnect after a fault ($what): zk_status "
+		  . join(' ', %{ zk_status_of($s) }) . '; proxy '
+		  . join(' ', %{ $proxy->status });
+		push @hist,
+		  {
+			client => 'net',
+			op     => 'fault',
+			arg    => $what,
+			inv    => $inv,
+			comp   => now(),
+			result => 't',
+			err    => ''
+		  };
 	}
 	$proxy->disarm;
 	$proxy->accept;
 	return @hist;
 }
 
-STDOUT->flush;
-STDERR->flush;
-my $net_pid = fork;
-die "fork: $!" unless defined $net_pid;
-if ($net_pid == 0)
+my $k = 0;
+foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
+	[ $nb, 'b1' ], [ $nb, 'b2' ], [ $nb, 'b3' ])
 {
-	close $go_w;
-	close $ready_r;
-	srand($SEED + 100);
-	my $rc = 0;
-	open my $fh, '>', "$dir/net" or POSIX::_exit(2);
-	eval {
-		my $s = ZkLockTest::Session->new($nb);
-		syswrite $ready_w, "net\n";
-		close $ready_w;
-		my $buf;
-		sysread $go_r, $buf, 1;    # end of file: go
-		foreach my $op (inject_faults($s, now() + $RUN_LIMIT, "$dir/stop"))
-		{
-			print $fh join("\t", map { $op->{$_} // '' } @FIELDS), "\n";
-		}
-		$s->quit;
-		1;
-	} or do {
-		my $e = $@ =~ s/\s+/ /gr;
-		print $fh "!\t$e\n";
-		$rc = 1;
-	};
-	close $fh;
-	POSIX::_exit($rc);
+	my ($node, $name) = @$spec;
+	spawn($name, $node, $SEED + ++$k,
+		sub { my ($s) = @_; return run_client($name, sub { pg_call($s, @_) }); });
 }
-push @kids, [ $net_pid, 'net' ];
+spawn('net', $nb, $SEED + 100,
+	sub { return inject_faults($_[0], now() + $RUN_LIMIT, "$dir/stop"); });
 close $ready_w;
 close $go_r;
 
@@ -416,6 +407,7 @@ foreach my $who ('clients', 'net')
 		},
 		timeout => $RUN_LIMIT + $PostgreSQL::Test::Utils::timeout_default,
 		interval => 0.05);
+	next if $who eq 'net';
 	open my $stop, '>', "$dir/stop" or die "$dir/stop: $!";
 	close $stop;
 }

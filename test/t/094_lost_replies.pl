@@ -129,21 +129,38 @@ sub c_claims
 	return $got;
 }
 
+# a claims slot $ts (YYYY-MM-DD HH:MM+00), writes its work and rolls
+# back, and the reply of the claim node's delete is lost; then b claims the
+# slot and writes its work.  Returns a's reconnect count from before.
+sub a_aborts_b_claims
+{
+	my ($what, $ts) = @_;
+	(my $node = $ts) =~ s/^(\S+) (\d\d:\d\d)\+00$/$1T$2:00Z/;
+	$sa->query_ok('BEGIN');
+	is($sa->query_ok(claim_sql($ts)), 't', "$what: a claims the slot");
+	$sa->query_ok("INSERT INTO work VALUES ('$ts')");
+	my $r = lose_reply($what, 'delete', "/claims/$node", sub { $sa->send('ROLLBACK') });
+	$sb->query_ok('BEGIN');
+	is($sb->query_ok(claim_sql($ts)), 't', "$what: b claims the slot a rolled back");
+	$sb->query_ok("INSERT INTO work VALUES ('$ts')");
+	return $r;
+}
+
+# a reconnects; its ROLLBACK returns and its worker settles.
+sub a_rolled_back
+{
+	my ($what, $r) = @_;
+	reconnect_a($what, $r);
+	unlike(($sa->result)[1], qr/ERROR/, "$what: a's ROLLBACK returned without an error");
+	a_settled($what);
+	return;
+}
+
 # ---------------------------------------------------------------------------
 note 'an aborted claim\'s delete applied twice: b claims in between';
 
 my $S1 = '2026-04-01 10:00+00';
-my $N1 = '2026-04-01T10:00:00Z';
-$sa->query_ok('BEGIN');
-is($sa->query_ok(claim_sql($S1)), 't', 'a claims the slot');
-$sa->query_ok("INSERT INTO work VALUES ('$S1')");
-my $r = lose_reply('claim', 'delete', "/claims/$N1", sub { $sa->send('ROLLBACK') });
-$sb->query_ok('BEGIN');
-is($sb->query_ok(claim_sql($S1)), 't', 'b claims the slot a rolled back');
-$sb->query_ok("INSERT INTO work VALUES ('$S1')");
-reconnect_a('claim', $r);
-is(($sa->result)[1], '', 'a\'s ROLLBACK returned without an error');
-a_settled('claim');
+a_rolled_back('claim', a_aborts_b_claims('claim', $S1));
 is(c_claims($S1), 'f', 'c does not get the slot b holds');
 is(($sb->query('COMMIT'))[1], '', 'b commits');
 is(runs($S1), 1, 'the slot has one committed run');
@@ -153,17 +170,9 @@ is(final_claim($S1), 'lost_b true', 'and b\'s final node');
 note 'an aborted claim\'s delete applied twice: b commits in between';
 
 my $S2 = '2026-04-01 11:00+00';
-my $N2 = '2026-04-01T11:00:00Z';
-$sa->query_ok('BEGIN');
-is($sa->query_ok(claim_sql($S2)), 't', 'a claims another slot');
-$r = lose_reply('final', 'delete', "/claims/$N2", sub { $sa->send('ROLLBACK') });
-$sb->query_ok('BEGIN');
-is($sb->query_ok(claim_sql($S2)), 't', 'b claims the slot a rolled back');
-$sb->query_ok("INSERT INTO work VALUES ('$S2')");
+my $r = a_aborts_b_claims('final', $S2);
 is(($sb->query('COMMIT'))[1], '', 'b commits');
-reconnect_a('final', $r);
-is(($sa->result)[1], '', 'a\'s ROLLBACK returned without an error');
-a_settled('final');
+a_rolled_back('final', $r);
 is(final_claim($S2), 'lost_b true', 'b\'s final node stays');
 is(c_claims($S2), 'f', 'c does not get the slot b finished');
 is(runs($S2), 1, 'the slot has one committed run');
