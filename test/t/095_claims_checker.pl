@@ -18,7 +18,8 @@
 #    committed run; a final node exactly when a run committed, naming the
 #    instance whose run it was; no ephemeral claim node left.
 #
-#    Bounded by time (about 40 s of claiming) and by attempts.
+#    Bounded by time (30 s of claiming; ZKLOCK_CLAIMS_CHECKER_SECONDS sets
+#    another) and by attempts.
 
 use strict;
 use warnings;
@@ -37,7 +38,7 @@ use ZkFault qw(poll_status);
 use ZkFaultProxy;
 
 my $T0 = time;
-my $DURATION = $ENV{ZKLOCK_CLAIMS_CHECKER_SECONDS} // 40;
+my $DURATION = $ENV{ZKLOCK_CLAIMS_CHECKER_SECONDS} // 30;
 my $MAX_ATTEMPTS = 60000;
 my $BACKENDS = 3;
 my $WINDOW = 3;         # slots open at a time
