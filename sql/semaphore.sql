@@ -67,6 +67,9 @@ SELECT zk_semaphore_acquire_leases(NULL, 3, 2, 0);
 SELECT zk_semaphore_acquire_leases_xact('reg/semq', 3, 0);
 SELECT zk_semaphore_acquire_leases_xact('reg/semq', 2, 3, 0);
 SELECT zk_semaphore_acquire_leases_xact('reg/semq', 3, 2, -1);
+-- a count too large to take is refused before anything is allocated
+SELECT zk_semaphore_acquire_leases('reg/semq', 2147483647, 2147483647, 0);
+SELECT zk_semaphore_acquire_leases_xact('reg/semq', 2147483647, 2147483647, 0);
 \set VERBOSITY default
 SELECT zk_semaphore_acquire_leases('reg/semq', 3, 0);
 SELECT zk_semaphore_acquire_leases('reg/semq', 3, 4, 0);

@@ -31,9 +31,17 @@ C<client> (who called; a client's operations never overlap one another),
 C<op> (C<acquire> with a timeout, C<try> without waiting, C<release>),
 C<inv> and C<comp> (invocation and completion on one clock, in seconds),
 C<result> (C<t> granted or released, C<f> not granted or not released) and
-C<err> (an error message, or empty; the runs checked have no faults, so an
-error is a violation of its own).  A client acquires only when it holds
-nothing and releases only what it holds.
+C<err> (an error message, or empty; outside network faults an error is a
+violation of its own).  A client acquires only when it holds nothing and
+releases only what it holds.
+
+A history may also hold network faults: operations C<fault> (C<client>
+whoever injected them, C<arg> what they were), whose C<inv> and C<comp>
+span the time from the fault's injection until its client had reconnected.
+They weaken nothing about safety (overlaps are judged as without them);
+they excuse what a network fault may cost in availability only: a failed
+attempt that overlaps one (a fault can delay an acquire past its timeout)
+and an operation that failed with an error during one.
 
 A holding is a successful acquire or try and the client's next release.
 The lock is certainly held from the acquire's completion to the release's
@@ -74,7 +82,8 @@ give timeouts ample room for that.
 
 =item bad release, error
 
-A release that returned f, and any operation that failed with an error.
+A release that returned f, and any operation that failed with an error
+(outside a network fault).
 Whether an operation that failed took or gave up the lock is not known: the
 other rules count it as possibly holding from its invocation on.
 
@@ -115,8 +124,11 @@ sub check
 {
 	my ($history) = @_;
 	my @ops = sort { $a->{inv} <=> $b->{inv} } @$history;
+	my @faults = grep { $_->{op} eq 'fault' } @ops;
+	@ops = grep { $_->{op} ne 'fault' } @ops;
 	my (@violations, @holdings, %open, @failed);
 	my %stats;
+	$stats{faults} = scalar @faults if @faults;
 
 	# holdings, bad releases and errors, client by client
 	foreach my $op (@ops)
@@ -126,10 +138,13 @@ sub check
 		  if $op->{comp} < $op->{inv};
 		if ($op->{err})
 		{
-			# a violation of its own; whether it took or released the lock
-			# is not known, so it may have held from its invocation on
+			# a violation of its own, unless a network fault was under way;
+			# whether it took or released the lock is not known, so it may
+			# have held from its invocation on
 			push @violations,
-			  { kind => 'error', text => 'operation failed', ops => [$op] };
+			  { kind => 'error', text => 'operation failed', ops => [$op] }
+			  unless grep { $_->{inv} <= $op->{comp} && $op->{inv} <= $_->{comp} }
+			  @faults;
 			if ($op->{op} eq 'release')
 			{
 				my $h = delete $open{ $op->{client} };
@@ -203,11 +218,13 @@ sub check
 	}
 
 	# failed attempts: excused by another client's holding (widest) or
-	# acquire call, or (closure) another client's excused failed try
+	# acquire call, a network fault, or (closure) another client's excused
+	# failed try
 	my @blockers = (
 		(map { [ $_->{client}, @{ $_->{wide} } ] } @holdings),
 		(map { [ $_->{client}, $_->{inv}, $_->{comp} ] }
-		  grep { $_->{op} eq 'acquire' && !$_->{err} } @ops));
+		  grep { $_->{op} eq 'acquire' && !$_->{err} } @ops),
+		(map { [ "\0fault", $_->{inv}, $_->{comp} ] } @faults));
 	my (%excused, @queue);
 	foreach my $f (@failed)
 	{

@@ -15,7 +15,11 @@
 #    timeout, a worker paused (SIGSTOP) past the session timeout while one
 #    of its clients is inside its critical section, and a worker terminated
 #    (SIGTERM; the postmaster starts another, with a new session) while its
-#    clients hold and wait.
+#    clients hold and wait; in each phase, for a few seconds, network faults
+#    on ma's connection (it reaches ZooKeeper through the fault proxy,
+#    test/zkfaultproxy): the replies of its creates, deletes and multis
+#    withheld after the server applied them, its connection cut, its
+#    reconnects refused for a moment.
 #
 #    Phase 1 (no fencing): before writing, a client checks zk_lock_held in
 #    its own session and does not write when the lock was lost; the write
@@ -50,6 +54,7 @@ use ZkLockTest;
 use ZkLockTest::Session qw(poll_until);
 use ZkFault qw(zk_status_of poll_status signal_process zk_restart_node
   zk_session_alive zk_lock_nodes);
+use ZkFaultProxy;
 
 my $T0 = time;
 my $zk = ZkLockTest::zk_start(tick => 500);
@@ -72,9 +77,11 @@ CREATE TABLE ctl (stop boolean NOT NULL, phase integer NOT NULL,
 INSERT INTO ctl VALUES (false, 1, NULL, false, NULL);
 SQL
 
-# ma keeps its session across a ZooKeeper restart (10 s); mb's worker is the
-# one paused (4 s, so that the pause is short)
-my $ma = ZkLockTest::pg_node('ma', $zk, 'zklock.session_timeout' => '10000');
+# ma keeps its session across a ZooKeeper restart (10 s) and reaches
+# ZooKeeper through the fault proxy; mb's worker is the one paused (4 s, so
+# that the pause is short)
+my $proxy = ZkFaultProxy->start($zk);
+my $ma = ZkLockTest::pg_node('ma', $proxy->hosts, 'zklock.session_timeout' => '10000');
 my $mb = ZkLockTest::pg_node('mb', $zk);
 
 my $client_sql = <<'SQL';
@@ -303,6 +310,37 @@ sub pause_victim
 	return $outcome;
 }
 
+# Network faults on ma's connection for $secs seconds, every 0.2 - 0.8 s
+# one of: the reply of ma's next delete, create or multi withheld (the
+# server applies it; the connection is reset), the connection cut, ma's
+# reconnects refused for up to a second (well within its session).
+sub net_faults
+{
+	my ($phase, $secs) = @_;
+	my $st0 = $proxy->status;
+	my @kinds = (
+		sub { $proxy->withhold('delete') },
+		sub { $proxy->withhold('anycreate') },
+		sub { $proxy->withhold('multi') },
+		sub { $proxy->cut },
+		sub { $proxy->refuse(sprintf('%.2f', 0.3 + rand 0.7)); $proxy->cut });
+	my $end = time + $secs;
+	while (time < $end)
+	{
+		$kinds[ int rand @kinds ]->();
+		$faults++;
+		Time::HiRes::sleep(0.2 + rand 0.6);    # the faults' pace, not a wait
+	}
+	$proxy->disarm;
+	$proxy->accept;
+	my $st = $proxy->status;
+	note sprintf('phase %d: network faults on ma: %d replies withheld, %d cuts',
+		$phase, $st->{fired} - $st0->{fired}, $st->{cuts} - $st0->{cuts});
+	ok(poll_status($ma, sub { $_[0]{state} eq 'connected' }, timeout => 30),
+		"phase $phase: ma is connected after the network faults");
+	return;
+}
+
 # ---------------------------------------------------------------------------
 note 'phase 1: zk_lock_held guards the write';
 # ---------------------------------------------------------------------------
@@ -350,12 +388,17 @@ is( fault_victim(
 	'a1 sees zk_lock_held false after its worker restarted and does not write');
 wait_sections(1, 20, 'after the worker restart', 'a%');
 
+net_faults(1, 4);
+wait_sections(1, 20, 'after the network faults', 'a%');
+
 # ---------------------------------------------------------------------------
 note 'phase 2: fencing tokens guard the write';
 # ---------------------------------------------------------------------------
 
 store_q('UPDATE ctl SET phase = 2');
 wait_sections(2, 30, 'phase 2 warm-up');
+net_faults(2, 4);
+wait_sections(2, 20, 'after the network faults', 'a%');
 is(pause_victim(2), 'rejected',
 	'b1 writes with its stale token after the pause: the store rejects it');
 wait_sections(2, 20, 'after the second pause', 'b%');

@@ -30,10 +30,21 @@
 #    bound assumed: an acquire of a free lock is granted within its timeout
 #    (20 ms or more, for two loopback round trips).
 #
+#    Instance b reaches ZooKeeper through the fault proxy
+#    (test/zkfaultproxy); meanwhile a fault client (a child process) injects
+#    network faults on b's connection one after another: the reply of its
+#    next create, delete or multi withheld after the server applied it
+#    (then the connection is reset), the connection cut, its reconnects
+#    refused for a moment.  Each fault goes into the history as a window
+#    from its injection until b has reconnected: overlaps are checked as
+#    without faults; a failed attempt or an error within a window is
+#    excused (availability, not safety).
+#
 #    The checker is first run on hand-written histories: a legal one passes,
 #    overlapping holdings, a lone failed try, a lone timed-out acquire, a
 #    chain of failed tries with nothing at its start and a failed release
-#    are flagged.
+#    are flagged; a timed-out acquire or an error during a network fault is
+#    not, overlapping holdings during one are.
 #
 #    ZKLOCK_LIN_SEED=N repeats a run's random choices (printed as "seed").
 
@@ -52,9 +63,11 @@ use ZkLinCheck;
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until);
 use ZkInterop;
+use ZkFault qw(zk_status_of poll_status);
+use ZkFaultProxy;
 
 my $LOCK = 'lin';
-my $OPS = 70;           # calls per client, then a last release if held
+my $OPS = 150;          # calls per client, then a last release if held
 my $P_TRY = 0.6;        # share of zk_lock_try among the attempts
 my $RUN_LIMIT = 40;     # seconds: no new call after this
 my $SEED = $ENV{ZKLOCK_LIN_SEED} // int(rand(1 << 30));
@@ -95,13 +108,12 @@ my $legal = hist(
 	[ 'a', 'release', 15,   16,   't' ]);
 is(kinds($legal), '', 'checker: a legal history passes');
 
-is( kinds(
-		hist(
-			[ 'a', 'acquire', 0,  1,  't' ],
-			[ 'b', 'try',     2,  3,  't' ],
-			[ 'b', 'release', 5,  6,  't' ],
-			[ 'a', 'release', 10, 11, 't' ])),
-	'overlap:a/acquire+a/release+b/try+b/release',
+my @overlapping = (
+	[ 'a', 'acquire', 0,  1,  't' ],
+	[ 'b', 'try',     2,  3,  't' ],
+	[ 'b', 'release', 5,  6,  't' ],
+	[ 'a', 'release', 10, 11, 't' ]);
+is(kinds(hist(@overlapping)), 'overlap:a/acquire+a/release+b/try+b/release',
 	'checker: overlapping holdings are flagged');
 
 is( kinds(
@@ -136,14 +148,33 @@ is( kinds(
 	'bad release:a/acquire+a/release',
 	'checker: a release of a holding returning f is flagged');
 
+is( kinds(
+		hist(
+			[ 'n', 'fault',   3, 30, 't' ],
+			[ 'a', 'try',     0, 1,  't' ],
+			[ 'a', 'release', 2, 3,  't' ],
+			[ 'b', 'acquire', 4, 25, 'f' ],
+			[ 'c', 'try',     26, 27, 'f' ])),
+	'',
+	'checker: failed attempts during a network fault are excused');
+
+my $err_in_fault = hist([ 'n', 'fault', 0, 10, 't' ], [ 'a', 'try', 1, 2, 't' ]);
+$err_in_fault->[1]{err} = 'could not reach ZooKeeper';
+is(kinds($err_in_fault), '', 'checker: an error during a network fault is excused');
+
+is( kinds(hist([ 'n', 'fault', 0, 20, 't' ], @overlapping)),
+	'overlap:a/acquire+a/release+b/try+b/release',
+	'checker: overlapping holdings during a network fault are flagged');
+
 # ---------------------------------------------------------------------------
 note 'the live run';
 # ---------------------------------------------------------------------------
 
 my $T0 = Time::HiRes::time;
 my $zk = ZkLockTest::zk_start();
+my $proxy = ZkFaultProxy->start($zk);
 my $na = ZkLockTest::pg_node('lin_a', $zk);
-my $nb = ZkLockTest::pg_node('lin_b', $zk);
+my $nb = ZkLockTest::pg_node('lin_b', $proxy->hosts);
 note "seed $SEED";
 
 sub now { return clock_gettime(CLOCK_MONOTONIC); }
@@ -224,20 +255,19 @@ sub curator_call
 
 my @FIELDS = qw(client op arg inv comp result err);
 
-# The PostgreSQL clients are child processes: each opens its session, says
-# it is ready, waits for the start (the parent closes the pipe), runs and
-# writes its history to a file.  They leave by POSIX::_exit, so that no END
-# block of this test (which would stop the servers) runs in them.
+# The clients are child processes: each opens its session (on $node), says
+# it is ready, waits for the start (the parent closes the pipe), runs
+# $run->($session) and writes the operations it returns to a file.  They
+# leave by POSIX::_exit, so that no END block of this test (which would stop
+# the servers) runs in them.
 my $dir = PostgreSQL::Test::Utils::tempdir('lin');
 pipe(my $go_r, my $go_w) or die "pipe: $!";
 pipe(my $ready_r, my $ready_w) or die "pipe: $!";
 my @kids;
-my $k = 0;
-foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
-	[ $nb, 'b1' ], [ $nb, 'b2' ], [ $nb, 'b3' ])
+
+sub spawn
 {
-	my ($node, $name) = @$spec;
-	$k++;
+	my ($name, $node, $seed, $run) = @_;
 	STDOUT->flush;
 	STDERR->flush;
 	my $pid = fork;
@@ -246,7 +276,7 @@ foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
 	{
 		close $go_w;
 		close $ready_r;
-		srand($SEED + $k);
+		srand($seed);
 		my $rc = 0;
 		open my $fh, '>', "$dir/$name" or POSIX::_exit(2);
 		eval {
@@ -256,7 +286,7 @@ foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
 			close $ready_w;
 			my $buf;
 			sysread $go_r, $buf, 1;    # end of file: go
-			foreach my $op (run_client($name, sub { pg_call($s, @_) }))
+			foreach my $op ($run->($s))
 			{
 				print $fh join("\t", map { $op->{$_} // '' } @FIELDS), "\n";
 			}
@@ -271,7 +301,79 @@ foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
 		POSIX::_exit($rc);
 	}
 	push @kids, [ $pid, $name ];
+	return;
 }
+
+# Network faults on b's connection, one after another, each written as an
+# operation "fault" spanning its injection and b's reconnection after it
+# (in its session, or in a new one).
+sub inject_faults
+{
+	my ($s, $stop, $stop_file) = @_;
+	# each returns whether it broke a connection
+	my $withhold = sub {
+		my ($op) = @_;
+		$proxy->withhold($op);
+		return 1 if $proxy->wait_fired(timeout => 0.3);
+		# a withheld request that b did not send soon: none
+		$proxy->disarm;
+		return $proxy->wait_fired(timeout => 0);
+	};
+	my $cut = sub { return ($proxy->cut =~ /cut=(\d+)/)[0] > 0; };
+	my @kinds = (
+		[ 'withhold delete', sub { $withhold->('delete') } ],
+		[ 'withhold create', sub { $withhold->('anycreate') } ],
+		[ 'withhold multi',  sub { $withhold->('multi') } ],
+		[ 'cut',             $cut ],
+		[
+			'refuse',
+			sub { $proxy->refuse(sprintf('%.2f', 0.1 + rand 0.3)); $cut->() }
+		]);
+	my @hist;
+	while (now() < $stop && !-e $stop_file)
+	{
+		Time::HiRes::sleep(0.05 + rand 0.25);    # the faults' pace
+		my ($what, $do) = @{ $kinds[ int rand @kinds ] };
+		my $st0 = zk_status_of($s);
+		my $inv = now();
+		next unless $do->();
+		poll_status(
+			$s,
+			sub {
+				$_[0]{state} eq 'connected'
+				  && ($_[0]{reconnects} > $st0->{reconnects}
+					|| $_[0]{session_id} ne $st0->{session_id});
+			},
+			timeout => 30)
+		  or die "b did not reconnect after a fault ($what): zk_status "
+		  . join(' ', %{ zk_status_of($s) }) . '; proxy '
+		  . join(' ', %{ $proxy->status });
+		push @hist,
+		  {
+			client => 'net',
+			op     => 'fault',
+			arg    => $what,
+			inv    => $inv,
+			comp   => now(),
+			result => 't',
+			err    => ''
+		  };
+	}
+	$proxy->disarm;
+	$proxy->accept;
+	return @hist;
+}
+
+my $k = 0;
+foreach my $spec ([ $na, 'a1' ], [ $na, 'a2' ], [ $na, 'a3' ],
+	[ $nb, 'b1' ], [ $nb, 'b2' ], [ $nb, 'b3' ])
+{
+	my ($node, $name) = @$spec;
+	spawn($name, $node, $SEED + ++$k,
+		sub { my ($s) = @_; return run_client($name, sub { pg_call($s, @_) }); });
+}
+spawn('net', $nb, $SEED + 100,
+	sub { return inject_faults($_[0], now() + $RUN_LIMIT, "$dir/stop"); });
 close $ready_w;
 close $go_r;
 
@@ -283,26 +385,34 @@ while (($ready =~ tr/\n//) < @kids && Time::HiRes::time < $ready_by)
 	next unless $sel->can_read(1);
 	sysread($ready_r, $ready, 4096, length $ready) or last;
 }
-is($ready =~ tr/\n//, scalar @kids, 'the PostgreSQL clients are connected');
+is($ready =~ tr/\n//, scalar @kids, 'the PostgreSQL clients and the fault client are connected');
 
 my $curator = ZkInterop::curator($zk);
 srand($SEED);
 close $go_w;    # go
 my @history = run_client('c1', sub { curator_call($curator, @_) });
 
-# the clients stop within $RUN_LIMIT s, plus one call, plus the last release
+# the clients stop within $RUN_LIMIT s, plus one call, plus the last
+# release; then the fault client, told to, after its current fault
 my %left = map { $_->[0] => $_->[1] } @kids;
-poll_until(
-	sub {
-		foreach my $pid (keys %left)
-		{
-			delete $left{$pid} if waitpid($pid, POSIX::WNOHANG()) == $pid;
-		}
-		return !%left;
-	},
-	timeout => $RUN_LIMIT + $PostgreSQL::Test::Utils::timeout_default,
-	interval => 0.05);
-ok(!%left, 'the PostgreSQL clients have finished') or diag 'still running: ' . join ' ', values %left;
+foreach my $who ('clients', 'net')
+{
+	poll_until(
+		sub {
+			foreach my $pid (keys %left)
+			{
+				delete $left{$pid} if waitpid($pid, POSIX::WNOHANG()) == $pid;
+			}
+			return !grep { ($who eq 'net') == ($_ eq 'net') } values %left;
+		},
+		timeout => $RUN_LIMIT + $PostgreSQL::Test::Utils::timeout_default,
+		interval => 0.05);
+	next if $who eq 'net';
+	open my $stop, '>', "$dir/stop" or die "$dir/stop: $!";
+	close $stop;
+}
+ok(!%left, 'the PostgreSQL clients and the fault client have finished')
+  or diag 'still running: ' . join ' ', values %left;
 kill 'KILL', keys %left;
 
 foreach my $kid (@kids)
@@ -338,6 +448,9 @@ if (open my $hf, '>', $hfile)
 my $r = ZkLinCheck::check(\@history);
 my %st = %{ $r->{stats} };
 note 'calls: ' . join(', ', map { "$_: $st{$_}" } sort keys %st);
+my %faults;
+$faults{ $_->{arg} }++ foreach grep { $_->{op} eq 'fault' } @history;
+note 'network faults on b: ' . join(', ', map { "$_: $faults{$_}" } sort keys %faults);
 my %held_by;
 $held_by{ $_->{client} }++ foreach @{ $r->{holdings} };
 note 'holdings per client: ' . join(', ', map { "$_: $held_by{$_}" } sort keys %held_by);

@@ -12,7 +12,13 @@
 #    every member and lets the next round's first member through alone;
 #    an instance that loses its ZooKeeper session (its worker paused past
 #    the session timeout) loses its memberships, and an enter still
-#    waiting starts over in the next session.  zk_stats counts a leave
+#    waiting starts over in the next session; an instance whose replies
+#    are lost (test/zkfaultproxy withholds the reply of its member's
+#    create, its ready's create, its member's delete, its ready's delete,
+#    then resets the connection) or whose connection is cut while it waits
+#    still enters and leaves once, with the others, and leaves nothing
+#    behind, also when its lost delete of "ready" is sent again after the
+#    next round began.  zk_stats counts a leave
 #    that times out in timeouts, one ended by cancel or lock_timeout in
 #    cancels, as for a lock wait.
 #
@@ -34,6 +40,7 @@ use ZkLockTest;
 use ZkLockTest::Session qw(poll_until sqlstate);
 use ZkFault qw(zk_exists poll_status signal_process zk_restart_node);
 use ZkInterop;
+use ZkFaultProxy;
 
 my $zk = ZkLockTest::zk_start();
 # Session timeouts (the harness's maximum) that A and B keep their sessions,
@@ -498,6 +505,81 @@ ok(barrier_empty('db/loss') && barrier_empty('db/loss2'),
 $sc->quit;
 $sw->quit;
 $pc->stop;
+
+# ---------------------------------------------------------------------------
+note 'lost replies and cut connections of instance D (the fault proxy)';
+
+my $proxy = ZkFaultProxy->start($zk);
+my $pd = ZkLockTest::pg_node('dbarrier_d', $proxy->hosts,
+	'zklock.session_timeout' => '8000');
+my $sd = ZkLockTest::Session->new($pd);
+$sb2 = ZkLockTest::Session->new($pb);
+my $LOST = 'db/lost';
+
+# One round of D and B in barrier db/lost (2 members): $first enters
+# first and waits, then the other; then both leave.  $fault, when given,
+# is [op, path substring] to withhold on D, armed before $arm_at ('enter'
+# or 'leave').
+sub lost_round
+{
+	my ($what, $first, $arm_at, $fault) = @_;
+	my %s = (D => [ $pd, $sd ], B => [ $pb, $sb ]);
+	my $second = $first eq 'D' ? 'B' : 'D';
+	$proxy->withhold(@$fault) if $fault && $arm_at eq 'enter';
+	start_waiting(@{ $s{$first} }, "SELECT zk_double_barrier_enter('$LOST', 2)",
+		"$what: $first entering first");
+	ok(members_become($LOST, 1), "$what: $first is a member");
+	$proxy->cut if !$fault && $arm_at eq 'cut';
+	is($s{$second}[1]->query_ok("SELECT zk_double_barrier_enter('$LOST', 2)"),
+		't', "$what: $second enters second");
+	is($s{$first}[1]->result, 't', "$what: ${first}'s enter returns true");
+	$proxy->withhold(@$fault) if $fault && $arm_at eq 'leave';
+	$_->[1]->send("SELECT zk_double_barrier_leave('$LOST')") foreach values %s;
+	is($_->[1]->result, 't', "$what: leave returns true") foreach values %s;
+	ok($proxy->wait_fired, "$what: the reply was withheld") if $fault;
+	ok(barrier_empty($LOST), "$what: nothing is left of the barrier");
+	return;
+}
+
+lost_round('member create', 'D', 'enter', [ 'anycreate', "/$LOST/" ]);
+lost_round('ready create', 'B', 'enter', [ 'anycreate', "/$LOST/ready" ]);
+lost_round('member delete', 'D', 'leave', [ 'delete', "/$LOST/" ]);
+lost_round('cut while waiting', 'D', 'cut');
+
+note 'D\'s delete of "ready" is sent again after the next round began';
+
+start_waiting($pb, $sb, "SELECT zk_double_barrier_enter('$LOST', 2)",
+	'B entering first');
+is($sd->query_ok("SELECT zk_double_barrier_enter('$LOST', 2)"), 't',
+	'D enters second');
+is($sb->result, 't', "B's enter returns true");
+my $reconnects = ZkFault::zk_status_of($pd)->{reconnects};
+$proxy->withhold('delete', "/$LOST/ready");
+$proxy->refuse(120);
+$sb->send("SELECT zk_double_barrier_leave('$LOST')");
+$sd->send("SELECT zk_double_barrier_leave('$LOST')");
+ok($proxy->wait_fired, 'D\'s delete of "ready" is applied, its reply lost');
+is($sb->result, 't', "B's leave returns true");
+start_waiting($pb, $sb, "SELECT zk_double_barrier_enter('$LOST', 2)",
+	'next round: B entering first');
+is($sb2->query_ok("SELECT zk_double_barrier_enter('$LOST', 2)"), 't',
+	'next round: a second session of B enters second');
+is($sb->result, 't', "next round: B's enter returns true");
+$proxy->accept;
+ok( poll_status(
+		$pd,
+		sub { $_[0]{state} eq 'connected' && $_[0]{reconnects} > $reconnects },
+		timeout => 30),
+	'D reconnects in its session');
+is($sd->result, 't', "D's leave of the first round returns true");
+$sb->send("SELECT zk_double_barrier_leave('$LOST')");
+is($sb2->query_ok("SELECT zk_double_barrier_leave('$LOST')"), 't',
+	'next round: the second session leaves');
+is($sb->result, 't', "next round: B's leave returns true");
+ok(barrier_empty($LOST), 'nothing is left of the barrier');
+$_->quit foreach ($sd, $sb2);
+$pd->stop;
+$proxy->stop;
 
 $curator->quit;
 $sa->quit;
