@@ -772,31 +772,36 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 				zk_raise_failure(e, id, generation);
 
 			now = GetCurrentTimestamp();
-			if (deadline != 0)
+			/*
+			 * The time is up.  "Not granted" (false) only if someone else
+			 * was seen holding or ahead in the queue, and ZooKeeper can be
+			 * asked now.  Without a usable session nobody knows: 08001,
+			 * never false.  With one but no answer seen yet, the first
+			 * answer is waited for (timeout_ms bounds the wait for other
+			 * holders, not for ZooKeeper), up to the connect deadline.
+			 */
+			if (deadline != 0 && now >= deadline &&
+				(seen_other || !usable || now >= connect_deadline))
 			{
-				if (now >= deadline)
+				result = zk_cancel(e);
+				if (result == ZKE_FAILED)
+					zk_raise_failure(e, id, generation);
+				if (result != ZKE_HELD && result != ZKE_DONE)
 				{
-					result = zk_cancel(e);
-					if (result == ZKE_FAILED)
-						zk_raise_failure(e, id, generation);
-					if (result != ZKE_HELD && result != ZKE_DONE)
-					{
-						/*
-						 * The time is up.  "Not granted" (false) only if
-						 * someone else was seen holding or ahead in the
-						 * queue and ZooKeeper can be asked now; otherwise
-						 * nobody knows, and that is 08001, never false.
-						 */
-						if (!seen_other || !usable)
-							zk_raise_unreachable(id, generation, requested_at,
-												 false);
-						result = ZKE_PENDING;
-						zk_count_timeout();
-					}
-					break;
+					if (!seen_other || !usable)
+						zk_raise_unreachable(id, generation, requested_at,
+											 false);
+					result = ZKE_PENDING;
+					zk_count_timeout();
 				}
-				wait_ms = Min(wait_ms, zk_ms_until(now, deadline));
+				break;
 			}
+			if (deadline != 0 && now < deadline)
+				wait_ms = Min(wait_ms, zk_ms_until(now, deadline));
+			else if (deadline != 0)
+				wait_ms = Min(wait_ms, 10); /* its first answer: a poll, as
+											 * the worker wakes us only for
+											 * an outcome */
 			if (connecting)
 			{
 				if (now >= connect_deadline)
