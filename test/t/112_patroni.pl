@@ -101,6 +101,7 @@ foreach my $name (qw(m1 m2))
 	PostgreSQL::Test::Utils::append_to_file($m->{conf}, $conf);
 	$members{$name} = $m;
 }
+
 sub start_member
 {
 	my ($m) = @_;
