@@ -91,6 +91,19 @@ zklock.session_timeout = 4000
 EOF
 $node->start;
 
+# The result of what $s was sent, within a minute; a block still running
+# then (waiting for a lock nobody releases) has its backend terminated, so
+# that its psql ends, and fails as timed out.
+sub block_result
+{
+	my ($s) = @_;
+	my ($out, $err) = $s->result(timeout => 60);
+	return ($out, $err) if defined $out;
+	$node->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $s->pid . ')');
+	$s->result(timeout => 30);
+	return (undef, 'timed out after 60 s');
+}
+
 foreach my $file (@files)
 {
 	my @blocks = sql_blocks($file);
@@ -111,7 +124,7 @@ foreach my $file (@files)
 		{
 			my @s = map { ZkLockTest::Session->new($node, dbname => $db) } 1 .. $n;
 			$_->send($sql) foreach @s;
-			@runs = map { [ $_->result ] } @s;
+			@runs = map { [ block_result($_) ] } @s;
 			$_->quit foreach @s;
 		}
 		else
@@ -121,16 +134,18 @@ foreach my $file (@files)
 			  ZkLockTest::Session->new($node, dbname => $db);
 			if (defined $d->{setup})
 			{
-				my ($out, $err) = $s->query($d->{setup});
-				unlike($err // 'timed out', qr/ERROR:|timed out/, "$where: its setup runs")
+				$s->send($d->{setup});
+				my ($out, $err) = block_result($s);
+				unlike($err, qr/ERROR:|timed out/, "$where: its setup runs")
 				  or diag $err;
 			}
-			@runs = ([ $s->query($sql) ]);
+			$s->send($sql);
+			@runs = ([ block_result($s) ]);
+			delete $sessions{$name} unless $s->alive;
 		}
 		foreach my $r (@runs)
 		{
 			my ($out, $err) = @$r;
-			$err //= 'timed out';
 			if (defined $d->{error})
 			{
 				is(sqlstate($err), $d->{error}, "$where fails with $d->{error}");
