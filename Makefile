@@ -90,7 +90,7 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h $(srcdir)/src/*/*/*.h)
 # The benchmark (bench/run; not part of the tests): its own ZooKeeper
 # (fsync on) and PostgreSQL instances, pgbench beside Apache Curator and the
 # one-session limit; then the distinct-lock rows against a 3-node ensemble.
-# See README, "Benchmark".
+# See docs/benchmark.md.
 .PHONY: bench bench-smoke
 bench:
 	bench/run

@@ -68,6 +68,9 @@ use Test::More;
 # at load time, before a test could chdir.
 our $ZK_SCRIPT = abs_path(dirname(abs_path(__FILE__)) . '/../zk');
 
+# The top of the source tree (test/perl/../..), for docs/ and monitoring/.
+our $SRC_DIR = abs_path(dirname(abs_path(__FILE__)) . '/../..');
+
 # The Python that has kazoo (on Debian: python3-kazoo).
 our $PYTHON = $ENV{ZKLOCK_TEST_PYTHON} // '/usr/bin/python3';
 
@@ -493,6 +496,92 @@ sub wait_for_extension_wait
 		  . "WHERE $which AND wait_event_type = 'Extension'")
 	  or croak "timed out waiting for session $who to wait on a zklock";
 	return 1;
+}
+
+=pod
+
+=item ZkLockTest::example_file($name, %values)
+
+The text of C<docs/examples/$name>, a configuration file users copy, with
+the values marked C<[site]> replaced for this run and nothing else
+changed.  A mark is a comment containing C<[site]>: at the end of the
+line it marks (YAML), or on a line of its own before it (ini and shell
+files, which have no end-of-line comments).  Each marked value is named by
+its path: YAML keys joined with dots, C<[]> appended for a list item
+(C<restapi.listen>, C<postgresql.pg_hba[]>); C<section.key> in an ini
+file (C<pgbouncer.listen_port>); the variable in a shell file.
+C<%values> maps every path marked in the file to the new value, or to a
+code reference that gets the value as written and returns the new one.
+Dies when a marked value has no entry or an entry marks nothing, so a
+change to the file shows in its test.
+
+=cut
+
+sub example_file
+{
+	my ($name, %values) = @_;
+	my $file = "$SRC_DIR/docs/examples/$name";
+	open my $fh, '<', $file or croak "cannot open $file: $!";
+	my @lines = <$fh>;
+	close $fh;
+
+	my (%used, @stack, $section, $mark_next);
+	my $fill = sub {
+		my ($path, $old) = @_;
+		croak "$name: no value given for the [site] value $path"
+		  unless exists $values{$path};
+		$used{$path} = 1;
+		my $v = $values{$path};
+		return ref $v eq 'CODE' ? $v->($old) : $v;
+	};
+	foreach my $line (@lines)
+	{
+		if ($line =~ /^\s*[;#].*\[site\]/)
+		{
+			$mark_next = 1;
+			next;
+		}
+		next if $line =~ /^\s*(?:[;#].*)?$/;
+		if ($name =~ /\.ya?ml$/)
+		{
+			my ($indent, $item, $key, $rest) =
+			  $line =~ /^(\s*)(- )?(?:([\w.]+):(?:\s|$))?(.*?)\n?$/;
+			pop @stack while @stack && $stack[-1][0] >= length $indent;
+			my $path = join '.', map { $_->[1] } @stack;
+			$path = join '.', grep { $_ ne '' } $path, $key // ''
+			  if defined $key;
+			$path .= '[]' if $item;
+			push @stack, [ length $indent, $key ] if defined $key && !$item;
+			next unless $rest =~ /^(.*?)(\s+#[^#]*\[site\].*)$/s;
+			my ($old, $comment) = ($1, $2);
+			my $new = $fill->($path, $old);
+			$line = $indent . ($item // '') . (defined $key ? "$key: " : '')
+			  . $new . $comment . "\n";
+		}
+		elsif ($line =~ /^\[(\w+)\]/)
+		{
+			$section = $1;
+		}
+		elsif ($mark_next && $line =~ /^(\s*)([\w.]+)(\s*=\s*)(.*?)\s*$/)
+		{
+			my ($indent, $key, $eq, $old) = ($1, $2, $3, $4);
+			my $path = defined $section ? "$section.$key" : $key;
+			if (!defined $section && $old =~ /^'(.*)'$/)
+			{
+				# a shell variable: single-quoted
+				my $new = $fill->($path, $1);
+				$line = "$key='$new'\n";
+			}
+			else
+			{
+				$line = "$indent$key$eq" . $fill->($path, $old) . "\n";
+			}
+		}
+		$mark_next = 0;
+	}
+	my @unused = grep { !$used{$_} } sort keys %values;
+	croak "$name: no [site] value at " . join(', ', @unused) if @unused;
+	return join '', @lines;
 }
 
 =pod

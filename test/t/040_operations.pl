@@ -6,7 +6,7 @@
 #    session; a file of the wrong mode or owner is refused and nothing is
 #    connected without its credentials), moving an instance to another
 #    ZooKeeper by reloading zklock.hosts, a hot standby taking part in the
-#    locking, and the privileges of the README.
+#    locking, and privileges granted function by function.
 
 use strict;
 use warnings;
@@ -233,7 +233,7 @@ note '6. privileges';
 	is(scalar(ZkLockTest::zk_children($zk_a, '/zklock/priv')),
 		0, 'the refused calls created no node');
 
-	# the GRANT of README.md, verbatim
+	# a GRANT of the session-scope lock functions only
 	$node1->safe_psql(
 		'postgres', q{
   GRANT EXECUTE ON FUNCTION zk_lock_acquire(text, integer), zk_lock_try(text),
@@ -250,7 +250,7 @@ note '6. privileges';
 		SELECT zk_lock_release('priv');
 		SELECT zk_lock_release_all();
 	});
-	is($rc, 0, 'after the GRANT of README.md the role can use the lock functions')
+	is($rc, 0, 'after a GRANT of the lock functions the role can use them')
 	  or diag $err;
 	is($out, "t\nt\nt\nt\nt\n1", '... acquire, held, token, try, release, release_all');
 	is_deeply([ children_become($zk_a, '/zklock/priv', []) ],

@@ -99,7 +99,7 @@ is($h3->query_ok("SELECT zk_lock_release('r3')"), 't',
 # r3's waiter queues behind the instance's node (local hand-off), which
 # holds r3 in a session confirmed less than half a timeout ago: it may be
 # granted now, exactly as long as the releasing holder could still have
-# believed it held r3 (see README, Safety argument); r1's waiters, behind a
+# believed it held r3 (see docs/failures.md, Safety argument); r1's waiters, behind a
 # holder that does not let go, keep waiting.
 ok(poll_session($h, "SELECT zk_lock_held('r1')", 'f', timeout => 20),
 	'holder: zk_lock_held turns false while the session cannot be confirmed');

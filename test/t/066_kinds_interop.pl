@@ -4,12 +4,12 @@
 #    - which of zklock's kinds (lock, read, write, semaphore) exclude which
 #      recipe of the real Curator 5.4 (InterProcessMutex, the two sides of
 #      InterProcessReadWriteLock, InterProcessSemaphoreV2) and Kazoo 2.8
-#      (Lock, WriteLock, ReadLock, with the extra_lock_patterns README
-#      names) on the same path: every cell of README's table
+#      (Lock, WriteLock, ReadLock, with the extra_lock_patterns
+#      docs/interoperability.md names) on the same path: every cell of its table
 #      "Kinds across implementations", both ways round (zklock first, then
 #      the peer; the peer first, then zklock).  Where the peer does not
 #      count zklock's node, the test shows the peer taking the lock beside
-#      a zklock holder, as README warns;
+#      a zklock holder, as docs/interoperability.md warns;
 #    - a backend holding the exclusive lock of a name, whose session waits
 #      for a confirmation (the worker paused), that asks for the read lock
 #      of the name gets it on its own node once the session is confirmed,
@@ -67,8 +67,8 @@ my %peer = (
 	'Kazoo ReadLock ["-lock-","__WRIT__"]' =>
 	  [ $kazoo, 'rlock-acquire %s %d -lock-,__WRIT__', 'lock-release' ],);
 
-# README's table: excludes (x), shares (s), or no: zklock waits for the
-# peer's node but the peer ignores zklock's (-).
+# The table of docs/interoperability.md: excludes (x), shares (s), or no:
+# zklock waits for the peer's node but the peer ignores zklock's (-).
 my %table = (
 	lock => {
 		'Curator InterProcessMutex'            => 'x',

@@ -3,7 +3,7 @@
 #    waiters from two instances are queued: the sessions survive the
 #    failover, holders keep their locks (held true again within the session
 #    timeout, same fencing token), waiters keep their places and are granted
-#    in the order promised (README, Local hand-off): the waiters of one
+#    in the order promised (docs/operations.md, Local hand-off): the waiters of one
 #    instance in their arrival order, the nodes of the instances in the
 #    order of their ZooKeeper sequence numbers (each node's grants one after
 #    another), fencing tokens increasing in grant order.  Then the new

@@ -1,7 +1,9 @@
 # 110_pgbouncer.pl
 #    zklock behind a real PgBouncer (Debian package pgbouncer) on loopback,
-#    one server connection per pool, so that every client of a pool gets the
-#    same server session:
+#    running the configuration files users copy (docs/examples/pgbouncer-
+#    session.ini and pgbouncer-transaction.ini, as written but for their
+#    [site] values), one server connection per pool, so that every client
+#    of a pool gets the same server session:
 #    - session pooling: when a client leaves, PgBouncer's default
 #      server_reset_query (DISCARD ALL) releases its session-scope locks,
 #      semaphore leases and double barrier memberships before the next
@@ -43,59 +45,73 @@ $node->safe_psql('postgres',
 $node->safe_psql('appdb', 'CREATE EXTENSION zklock');
 
 # ---------------------------------------------------------------------------
-# PgBouncer: one server connection per pool, its defaults otherwise
-# (server_reset_query = DISCARD ALL, used in session pooling only)
+# PgBouncers running docs/examples/pgbouncer-session.ini and
+# pgbouncer-transaction.ini as users copy them, but for their [site] values:
+# loopback ports, temporary files, and one server connection per pool, so
+# that every client of a pool gets the same server session.  Clients
+# authenticate with SCRAM (auth_type of the files) to PgBouncer, which
+# reaches the instance over its Unix socket.
 
-my $dir = PostgreSQL::Test::Utils::tempdir('pgbouncer');
-my $bport = PostgreSQL::Test::Cluster::get_free_port();
-my $server = sprintf('host=%s port=%d', $node->host, $node->port);
-PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt", qq{"$user" ""\n});
-PostgreSQL::Test::Utils::append_to_file(
-	"$dir/pgbouncer.ini", <<"EOF");
-[databases]
-session_db = $server dbname=postgres pool_mode=session
-txn_db = $server dbname=postgres pool_mode=transaction
-app_txn = $server dbname=appdb pool_mode=transaction
+my $password = 'bouncer-secret';
+$node->safe_psql('postgres', qq{ALTER ROLE "$user" PASSWORD '$password'});
+my (%port, @bouncers);
 
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $bport
-unix_socket_dir =
-auth_type = trust
-auth_file = $dir/userlist.txt
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-default_pool_size = 1
-min_pool_size = 0
-max_client_conn = 20
-EOF
-my ($bout, $berr) = ('', '');
-my $bouncer = IPC::Run::start([ $PGBOUNCER, "$dir/pgbouncer.ini" ],
-	'<', \undef, '>', \$bout, '2>', \$berr);
-END { $bouncer->kill_kill if $bouncer && $bouncer->pumpable; }
+# start_bouncer(name, example file, database): a PgBouncer whose database
+# "app" is the instance's database given
+sub start_bouncer
+{
+	my ($name, $file, $db) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir("pgbouncer_$name");
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt",
+		qq{"$user" "$password"\n});
+	PostgreSQL::Test::Utils::append_to_file(
+		"$dir/pgbouncer.ini",
+		ZkLockTest::example_file(
+			$file,
+			'databases.app' => sprintf('host=%s port=%d dbname=%s',
+				$node->host, $node->port, $db),
+			'pgbouncer.listen_addr' => '127.0.0.1',
+			'pgbouncer.listen_port' => $port,
+			'pgbouncer.unix_socket_dir' => '',
+			'pgbouncer.auth_file' => "$dir/userlist.txt",
+			'pgbouncer.logfile' => "$dir/pgbouncer.log",
+			'pgbouncer.pidfile' => "$dir/pgbouncer.pid",
+			'pgbouncer.default_pool_size' => 1));
+	my ($out, $err) = ('', '');
+	push @bouncers, IPC::Run::start([ $PGBOUNCER, "$dir/pgbouncer.ini" ],
+		'<', \undef, '>', \$out, '2>', \$err);
+	$port{$name} = $port;
+	ok( poll_until(
+			sub {
+				my ($rc) = $node->psql('postgres', 'SELECT 1',
+					connstr => via($name));
+				return $rc == 0;
+			},
+			timeout => 30),
+		"PgBouncer $file ($name) accepts connections")
+	  or BAIL_OUT("pgbouncer did not start: $err "
+		  . PostgreSQL::Test::Utils::slurp_file("$dir/pgbouncer.log"));
+	return;
+}
+END { $_->kill_kill foreach grep { $_->pumpable } @bouncers; }
 
 sub via
 {
-	my ($db) = @_;
-	return "host=127.0.0.1 port=$bport dbname=$db user=$user";
+	my ($name) = @_;
+	return "host=127.0.0.1 port=$port{$name} dbname=app user=$user password=$password";
 }
 
 # a client of PgBouncer (a psql session through it)
 sub client
 {
-	my ($db) = @_;
-	return ZkLockTest::Session->new($node, connstr => via($db));
+	my ($name) = @_;
+	return ZkLockTest::Session->new($node, connstr => via($name));
 }
 
-ok( poll_until(
-		sub {
-			my ($rc) = $node->psql('postgres', 'SELECT 1',
-				connstr => via('session_db'));
-			return $rc == 0;
-		},
-		timeout => 30),
-	'PgBouncer accepts connections')
-  or BAIL_OUT("pgbouncer did not start: $berr");
+start_bouncer('session_db', 'pgbouncer-session.ini', 'postgres');
+start_bouncer('txn_db', 'pgbouncer-transaction.ini', 'postgres');
+start_bouncer('app_txn', 'pgbouncer-transaction.ini', 'appdb');
 
 # a direct session on the instance: another backend, as any other client
 my $direct = ZkLockTest::Session->new($node);
@@ -257,5 +273,5 @@ like($err, qr/permission denied to set parameter "zklock.session_locks"/,
 	'other roles cannot set it');
 
 $direct->quit;
-$bouncer->kill_kill;
+$_->kill_kill foreach @bouncers;
 done_testing();

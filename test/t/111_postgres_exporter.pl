@@ -2,8 +2,10 @@
 #    zk_stats counts exactly what the sessions did (grants, local grants,
 #    waits, timeouts, cancels), and the real Prometheus postgres_exporter
 #    (Debian package prometheus-postgres-exporter) with zklock's queries
-#    file (monitoring/postgres_exporter.yaml) serves them, the session
-#    state and zk_locks by state on /metrics, scraped over loopback.
+#    file (monitoring/postgres_exporter.yaml), run with the environment
+#    users copy (docs/examples/prometheus-postgres-exporter) as a member of
+#    pg_monitor, serves them, the session state and zk_locks by state on
+#    /metrics, scraped over loopback.
 
 use strict;
 use warnings;
@@ -81,17 +83,30 @@ is($d->result, 't', 'd releases exp/m2');
 # ---------------------------------------------------------------------------
 note 'the exporter serves them';
 
+# The exporter runs with the environment of
+# docs/examples/prometheus-postgres-exporter as users copy it (the file
+# Debian's service reads), but for its [site] values: this instance's
+# socket and port, a loopback listen address, and the queries file of
+# the tree.  It connects as role prometheus, a member of pg_monitor, as
+# that file says.
 my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $user = $node->safe_psql('postgres', 'SELECT current_user');
-local $ENV{DATA_SOURCE_NAME} = sprintf(
-	'host=%s port=%d user=%s dbname=postgres sslmode=disable',
-	$node->host, $node->port, $user);
+$node->safe_psql('postgres',
+	'CREATE ROLE prometheus LOGIN; GRANT pg_monitor TO prometheus');
+my %env = map { /^(\w+)='(.*)'$/ ? ($1 => $2) : () } split /\n/,
+  ZkLockTest::example_file(
+	'prometheus-postgres-exporter',
+	DATA_SOURCE_NAME => sub {
+		$_[0] =~ s{host=\S+ port=\d+}{sprintf 'host=%s port=%d', $node->host, $node->port}er;
+	},
+	ARGS => sub {
+		$_[0] =~ s{--web\.listen-address=\S*}{--web.listen-address=127.0.0.1:$port}r
+		  =~ s{--extend\.query-path=\S+}{--extend.query-path=$QUERIES}r;
+	});
+like($env{DATA_SOURCE_NAME}, qr/^user=prometheus /,
+	'the exporter connects as prometheus');
+local $ENV{DATA_SOURCE_NAME} = $env{DATA_SOURCE_NAME};
 my ($xout, $xerr) = ('', '');
-my $exporter = IPC::Run::start(
-	[
-		$EXPORTER, "--web.listen-address=127.0.0.1:$port",
-		"--extend.query-path=$QUERIES"
-	],
+my $exporter = IPC::Run::start([ $EXPORTER, split ' ', $env{ARGS} ],
 	'<', \undef, '>', \$xout, '2>', \$xerr);
 END { $exporter->kill_kill if $exporter && $exporter->pumpable; }
 

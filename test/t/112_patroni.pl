@@ -1,17 +1,21 @@
 # 112_patroni.pl
 #    zklock in a two-member Patroni cluster (Debian package patroni) whose
-#    DCS is the test ZooKeeper, the same ensemble zklock uses: Patroni under
-#    its namespace /service, zklock under zklock.root /zklock, zklock
-#    preloaded through the parameters of Patroni's DCS configuration (as in
-#    README, "Running with Patroni").  Patroni restarts and promotes the
-#    instances itself; the test asks it for a switchover and kills a
-#    primary (Patroni and PostgreSQL, SIGKILL) for a failover, and checks:
+#    DCS is the test ZooKeeper, the same ensemble zklock uses, each member
+#    running docs/examples/patroni.yml as written but for its [site] values:
+#    Patroni under its namespace /service, zklock under zklock.root
+#    /zklock, zklock preloaded through the parameters of Patroni's DCS
+#    configuration.  Patroni restarts and promotes the instances itself;
+#    the test asks it for a switchover and, for a failover, stops every
+#    process of the primary at once (SIGSTOP to all, then SIGKILL), so that
+#    only ZooKeeper's session expiry frees its locks: the lock's node is
+#    still there a second after the kill and goes within twice the session
+#    timeout.  It checks:
 #    both members' workers connect (the replica's too: the worker needs no
 #    database); locks, leadership and job claims work from both; a job
 #    guarded by a claim runs once per slot across switchover and failover;
 #    a lock held by a session that survives (the promoted member's) is
-#    still held; the locks of a stopped or killed instance are free, a
-#    killed one's within twice zklock.session_timeout; Patroni's and
+#    still held; the locks of a stopped instance are free at once, a
+#    killed one's when its session expires; Patroni's and
 #    zklock's znodes stay apart.
 #
 #    Patroni's start-up is slow: both members start together (one
@@ -40,15 +44,20 @@ plan skip_all => 'Patroni is not installed (Debian package patroni)'
 
 my $bindir = `pg_config --bindir`;
 chomp $bindir;
-my $SESSION_TIMEOUT = 4000;    # zklock.session_timeout, ms
 my $user = getpwuid($<);
 
 my $zk = ZkLockTest::zk_start();
 my $dir = PostgreSQL::Test::Utils::tempdir('patroni');
 my $sockdir = PostgreSQL::Test::Utils::tempdir_short();
 
-# The private build of this run (test/run-tests): dynamic_library_path and
-# extension_destdir, as parameters Patroni writes into postgresql.conf.
+# ---------------------------------------------------------------------------
+# Two Patroni members, m1 and m2, of cluster pg-main, each running
+# docs/examples/patroni.yml as users copy it: only its [site] values are
+# this machine's (loopback ports, temporary directories, the test
+# ZooKeeper, the OS user the test runs as for peer authentication).  With
+# test/run-tests's private build, its two settings (dynamic_library_path,
+# extension_destdir) are added to the member's parameters.
+
 my %install;
 if (my $f = $ENV{ZKLOCK_TEST_INSTALL_CONF})
 {
@@ -57,9 +66,6 @@ if (my $f = $ENV{ZKLOCK_TEST_INSTALL_CONF})
 		$install{$1} = $2 =~ s/''/'/gr if /^\s*(\w+)\s*=\s*'(.*)'\s*$/;
 	}
 }
-
-# ---------------------------------------------------------------------------
-# Two Patroni members, m1 and m2, of cluster zkpg
 
 my %members;
 foreach my $name (qw(m1 m2))
@@ -73,51 +79,26 @@ foreach my $name (qw(m1 m2))
 		# beside the servers' logs, so that test/run-tests shows its tail
 		log => "$PostgreSQL::Test::Utils::log_path/112_patroni_$name.log",
 	};
+	my $conf = ZkLockTest::example_file(
+		'patroni.yml',
+		'name' => $name,
+		'restapi.listen' => "127.0.0.1:$m->{apiport}",
+		'restapi.connect_address' => "127.0.0.1:$m->{apiport}",
+		'zookeeper.hosts' => "['${\ $zk->connect }']",
+		'bootstrap.dcs.postgresql.parameters.zklock.hosts' => "'${\ $zk->connect }'",
+		'postgresql.listen' => "127.0.0.1:$m->{pgport}",
+		'postgresql.connect_address' => "127.0.0.1:$m->{pgport}",
+		'postgresql.data_dir' => $m->{data},
+		'postgresql.pgpass' => "$dir/pgpass_$name",
+		'postgresql.authentication.superuser.username' => $user,
+		'postgresql.authentication.superuser.password' => sub { $_[0] },
+		'postgresql.authentication.replication.password' => sub { $_[0] },
+		'postgresql.parameters.unix_socket_directories' => $sockdir,
+		'postgresql.pg_hba[]' => sub { $_[0] =~ s{10\.0\.0\.0/24}{127.0.0.1/32}r });
 	my $install = join '',
-	  map { "        $_: '$install{$_}'\n" } sort keys %install;
-	PostgreSQL::Test::Utils::append_to_file($m->{conf}, <<"EOF");
-scope: zkpg
-namespace: /service/
-name: $name
-restapi:
-  listen: 127.0.0.1:$m->{apiport}
-  connect_address: 127.0.0.1:$m->{apiport}
-zookeeper:
-  hosts: ['${\ $zk->connect }']
-bootstrap:
-  dcs:
-    ttl: 8
-    loop_wait: 1
-    retry_timeout: 3
-    maximum_lag_on_failover: 16777216
-    postgresql:
-      use_pg_rewind: false
-      parameters:
-        shared_preload_libraries: zklock
-        zklock.hosts: '${\ $zk->connect }'
-        zklock.root: /zklock
-        zklock.session_timeout: $SESSION_TIMEOUT
-        zklock.leader_groups: cron
-        fsync: 'off'
-$install
-postgresql:
-  listen: 127.0.0.1:$m->{pgport}
-  connect_address: 127.0.0.1:$m->{pgport}
-  data_dir: $m->{data}
-  bin_dir: $bindir
-  pgpass: $dir/pgpass_$name
-  authentication:
-    superuser:
-      username: $user
-    replication:
-      username: $user
-  parameters:
-    unix_socket_directories: '$sockdir'
-  pg_hba:
-    - local all all trust
-    - host all all 127.0.0.1/32 trust
-    - host replication all 127.0.0.1/32 trust
-EOF
+	  map { "    $_: '$install{$_}'\n" } sort keys %install;
+	$conf =~ s/^(  parameters:\n)/$1$install/m or die 'no postgresql.parameters';
+	PostgreSQL::Test::Utils::append_to_file($m->{conf}, $conf);
 	$members{$name} = $m;
 }
 
@@ -151,7 +132,8 @@ start_member($_) foreach @members{qw(m1 m2)};
 sub connstr
 {
 	my ($m) = @_;
-	return "host=127.0.0.1 port=$m->{pgport} dbname=postgres user=$user";
+	# the Unix socket: peer authentication, as the file's pg_hba says
+	return "host=$sockdir port=$m->{pgport} dbname=postgres user=$user";
 }
 
 # one statement in a new connection: (output, error); output undef when psql
@@ -251,6 +233,10 @@ ok(poll_until(sub { (sql($standby, q{SELECT count(*) FROM pg_proc WHERE proname 
 is(sql($_, 'SELECT state FROM zk_status()'), 'connected',
 	"the zklock worker of the $_->{name} connected")
   foreach ($primary, $standby);
+# zklock.session_timeout of the file, as ZooKeeper granted it (ms)
+my $SESSION_TIMEOUT =
+  sql_ok($primary, 'SELECT session_timeout_ms FROM zk_status()');
+note "ZooKeeper session timeout: $SESSION_TIMEOUT ms";
 is(sql_ok($primary, q{SELECT setting FROM pg_settings WHERE name = 'zklock.root'}),
 	'/zklock', 'zklock.root came through Patroni\'s parameters');
 
@@ -358,24 +344,32 @@ is($victim->query_ok(q{SELECT zk_lock_acquire('pat/k')}), 't',
 ok(poll_until(sub { (sql($standby, "SELECT count(*) FROM runs WHERE slot = $slot2") // '') eq '1' }),
 	'slot 2\'s run reached the standby');
 
-# SIGKILL Patroni, then the postmaster and every child (the zklock worker
-# too, so nothing closes its ZooKeeper session)
+# Every process of the member, Patroni and PostgreSQL (the postmaster and
+# all its children, the zklock worker too), is stopped at once with
+# SIGSTOP and then killed with SIGKILL, as when the host dies: no process
+# gets to do anything in between, so nothing closes the worker's
+# ZooKeeper session and the member's locks can only go when ZooKeeper
+# expires it.  (The postmaster's death alone would make the worker close
+# its session at once.)
 sub kill_member
 {
 	my ($m) = @_;
-	$m->{patroni}->signal('KILL');
-	eval { $m->{patroni}->finish; };
 	my ($pm) = split /\n/,
 	  PostgreSQL::Test::Utils::slurp_file("$m->{data}/postmaster.pid");
-	my @pids = ($pm);
+	my $patroni = $m->{patroni}{KIDS}[0]{PID};
+	my @pids = ($patroni);
 	foreach my $stat (glob '/proc/[0-9]*/stat')
 	{
 		open my $fh, '<', $stat or next;
 		my $line = <$fh> // '';
 		close $fh;
-		push @pids, $1 if $line =~ /^(\d+) \(.*\) \S (\d+) / && $2 == $pm;
+		push @pids, $1
+		  if $line =~ /^(\d+) \(.*\) \S (\d+) / && ($2 == $pm || $2 == $patroni);
 	}
+	push @pids, $pm unless grep { $_ == $pm } @pids;
+	kill 'STOP', @pids;
 	kill 'KILL', @pids;
+	eval { $m->{patroni}->finish; };
 	return;
 }
 
@@ -395,20 +389,30 @@ is(scalar(ZkLockTest::zk_children($zk, '/zklock/cron')), 2,
 	'and the standby takes part');
 
 my $dead = $primary;
+my @k_nodes = ZkLockTest::zk_children($zk, '/zklock/pat/k');
+is(scalar @k_nodes, 1, 'pat/k has its one lock node');
 $t0 = time;
 kill_member($dead);
+# a second after the kill the session has not expired: the node is there
+Time::HiRes::sleep(1 - (time - $t0)) if time - $t0 < 1;
+is_deeply([ ZkLockTest::zk_children($zk, '/zklock/pat/k') ],
+	\@k_nodes, 'a second after the kill the lock node of pat/k is still there');
+is(sql($standby, q{SELECT zk_lock_try('pat/k')}), 'f',
+	'and nobody else can take pat/k');
 my $freed;
 ok( poll_until(
 		sub {
-			return 0 unless (sql($standby, q{SELECT zk_lock_try('pat/k')}) // '') eq 't';
+			return 0 if ZkLockTest::zk_children($zk, '/zklock/pat/k');
 			$freed = time - $t0;
 			return 1;
 		},
-		timeout => 30),
-	'the killed instance\'s lock pat/k is free');
+		timeout => 60),
+	'the killed instance\'s lock node goes when ZooKeeper expires its session');
 cmp_ok($freed, '<=', 2 * $SESSION_TIMEOUT / 1000,
-	'within twice zklock.session_timeout');
+	'within twice the session timeout');
 note sprintf 'pat/k free after %.1f s', $freed // -1;
+is(sql($standby, q{SELECT zk_lock_try('pat/k') AND zk_lock_release('pat/k')}),
+	't', 'the survivor takes and releases pat/k');
 
 ok( poll_until(
 		sub { (sql($standby, q{SELECT zk_is_leader('cron')}) // '') eq 't' },
@@ -416,7 +420,7 @@ ok( poll_until(
 	'the survivor leads group cron');
 cmp_ok(time - $t0, '<=', 2 * $SESSION_TIMEOUT / 1000,
 	'within twice zklock.session_timeout');
-ok(poll_until(sub { in_recovery($standby) eq 'f' }, timeout => 60),
+ok(poll_until(sub { in_recovery($standby) eq 'f' }, timeout => 120),
 	'Patroni promoted the survivor');
 note sprintf 'failover took %.1f s', time - $t0;
 $primary = $standby;
@@ -445,9 +449,9 @@ walk('/')
 my @paths = split /\n/, $tree;
 is(join(',', sort grep { m{^/[^/]+$} } @paths),
 	'/service,/zklock,/zookeeper', 'the top level: Patroni\'s namespace, zklock.root, ZooKeeper\'s own');
-ok((grep { $_ eq '/service/zkpg/leader' } @paths)
-	  && (grep { m{^/service/zkpg/members/m\d$} } @paths),
-	'Patroni\'s keys are under /service/zkpg');
+ok((grep { $_ eq '/service/pg-main/leader' } @paths)
+	  && (grep { m{^/service/pg-main/members/m\d$} } @paths),
+	'Patroni\'s keys are under /service/pg-main');
 is(join(',', grep { m{^/service/} && m{_c_|-latch-|-lock-|/claims} } @paths),
 	'', 'none of zklock\'s nodes is under Patroni\'s namespace');
 is(join(',', grep { m{^/zklock/} && m{/(leader|members|config|initialize|failover|sync|history|status|optime)$} } @paths),
