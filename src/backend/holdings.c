@@ -487,7 +487,12 @@ confirm_holding(ZkHolding *h, TimestampTz deadline, bool *timed_out)
 	{
 		/* lost in this transaction, or not confirmed lately */
 		ZkAcq	   *a = &h->acqs[h->nacqs - 1];
+		TimestampTz limit = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														zklock_connect_timeout);
 
+		/* waiting for ZooKeeper, not for a holder: connect_timeout at most */
+		if (deadline == 0 || deadline > limit)
+			deadline = limit;
 		if (zk_wait_confirmed(a->id, a->generation, deadline) == ZKE_PENDING)
 		{
 			*timed_out = true;
@@ -498,6 +503,21 @@ confirm_holding(ZkHolding *h, TimestampTz deadline, bool *timed_out)
 			lost_in_xact_error(h);
 	}
 	return h;
+}
+
+/*
+ * A holding of this session could not be confirmed in time: the worker
+ * could not ask ZooKeeper, so neither true nor false is the answer.
+ */
+static void
+unconfirmed_error(ZkKind kind, const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
+			 errdetail("This session holds zklock %s \"%s\", but the zklock worker could not confirm its ZooKeeper session in time.",
+					   zk_kind_name(kind), name),
+			 errhint("See SELECT * FROM zk_status() and the zklock worker's messages in the server log; zk_lock_held() tells whether the holding is still vouched for.")));
 }
 
 /* The session of the newest acquisition of (kind, name), or 0. */
@@ -586,11 +606,14 @@ take_leases(const char *name, int flags, TimestampTz deadline,
 			zk_give_up(ids[k], gens[k]);
 		if (state != ZKE_LOST)
 			return state;
+		/* the session went while the leases waited, and so did the time */
 		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
-		{
-			zk_count_timeout();
-			return ZKE_PENDING;
-		}
+			ereport(ERROR,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
+					 errdetail("The zklock worker lost its ZooKeeper session while semaphore \"%s\" was being acquired, and the time ran out before a new one could take the leases.",
+							   name),
+					 errhint("See SELECT * FROM zk_status() and the zklock worker's messages in the server log.")));
 	}
 }
 
@@ -625,7 +648,7 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	{
 		h = confirm_holding(h, deadline, &timed_out);
 		if (timed_out)
-			return false;
+			unconfirmed_error(kind, name);
 	}
 	if (h != NULL && is_lock_kind(kind))
 	{
@@ -649,7 +672,7 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 		{
 			ex = confirm_holding(ex, deadline, &timed_out);
 			if (timed_out)
-				return false;
+				unconfirmed_error(exclusive_kinds[k], name);
 		}
 		if (ex != NULL)
 		{
@@ -849,7 +872,11 @@ zk_hold_release(ZkKind kind, const char *name)
 	{
 		h = check_holding(h, &all_held, NULL);
 		if (h == NULL)
-			return false;		/* lost: check_holding said so */
+		{
+			/* lost: check_holding said so; this release was one of them */
+			(void) forget_lost(kind, name);
+			return false;
+		}
 	}
 	if (h == NULL && forget_lost(kind, name))
 	{

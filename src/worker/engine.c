@@ -346,7 +346,8 @@ zk_part_wait_on(ZkPart *p, const char *node)
 	dlist_iter	it;
 
 	dlist_foreach(it, &p->waiters)
-		zk_set_node(dlist_container(ZkOp, link, it.cur) - ops, p->node, node);
+		zk_set_node(dlist_container(ZkOp, link, it.cur) - ops,
+					p->phase == NODE_EXISTS ? p->node : "", node);
 }
 
 /* A create of our node succeeded: remember it. */
@@ -1041,6 +1042,28 @@ zk_engine_connected(void)
 }
 
 /*
+ * A waiting request starts over in a new session (or a new worker): its
+ * node and what it waited on are gone.  One that was queued (it waited for
+ * someone) gets a fresh deadline to connect; one that never was keeps its
+ * own, so that a call made without a usable session fails
+ * zklock.connect_timeout after it began, whatever happened meanwhile.
+ */
+static void
+start_over(int id)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	e->node[0] = '\0';
+	e->waiting_on[0] = '\0';
+	if (e->waited)
+		e->connect_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														  e->connect_timeout);
+	LWLockRelease(zk_shared->lock);
+	new_request(id);
+}
+
+/*
  * The session is gone (expired, abandoned, or it was a previous worker's):
  * every node it created is, or will soon be, deleted by ZooKeeper, and its
  * watches are gone.  Holdings become LOST; requests still waiting start
@@ -1131,27 +1154,9 @@ zk_engine_session_lost(const char *why)
 	}
 	watch_epoch++;
 
-	/*
-	 * Waiting requests start over.  One that was queued (it waited for
-	 * someone) gets a fresh deadline to connect; one that never was keeps
-	 * its own, so that a call made without a usable session fails
-	 * zklock.connect_timeout after it began, whatever happened meanwhile.
-	 */
+	/* waiting requests start over */
 	foreach(lc, restart)
-	{
-		int			id = lfirst_int(lc);
-		ZkEntry    *e = ZK_ENTRY(id);
-
-		LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
-		e->node[0] = '\0';
-		e->waiting_on[0] = '\0';
-		if (e->waited)
-			e->connect_deadline =
-				TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											e->connect_timeout);
-		LWLockRelease(zk_shared->lock);
-		new_request(id);
-	}
+		start_over(lfirst_int(lc));
 	list_free(restart);
 }
 
@@ -1231,7 +1236,7 @@ zk_engine_init(void)
 			zk_set_outcome(id, ZKE_LOST, 0, "The zklock worker restarted.");
 		}
 		else if (e->state == ZKE_PENDING && !(e->flags & ZKR_NO_RESTART))
-			new_request(id);
+			start_over(id);
 		else if (e->state == ZKE_PENDING)
 			zk_set_outcome(id, ZKE_LOST, 0, "The zklock worker restarted.");
 		if (e->ask_state == ZK_ASK_PENDING)

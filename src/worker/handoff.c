@@ -134,7 +134,8 @@ queue_behind_part(ZkPart *p)
 	{
 		int			id = dlist_container(ZkOp, link, it.cur) - ops;
 
-		if (ZK_ENTRY(id)->waiting_on[0] == '\0')
+		if (ZK_ENTRY(id)->waiting_on[0] == '\0' &&
+			!(ZK_ENTRY(id)->flags & ZKR_NOWAIT))
 			zk_set_node(id, p->node, on);
 	}
 }
@@ -173,7 +174,7 @@ cohort_update(ZkPart *p)
 	 */
 	if (p->evaluated && (p->holds || zk_connected()))
 		zk_part_would_block(p);
-	if (p->evaluated && !p->holds)
+	if (p->evaluated && !p->holds && zk_connected())
 		queue_behind_part(p);
 
 	/*
