@@ -791,25 +791,40 @@ process_call(ZkCall *c)
 	 * by a watch that fired while this call was out (the fire came first,
 	 * so the watch this call set is a new one), the part decides from this
 	 * answer and relies on that new watch: take it on, beside any other
-	 * part that has registered for the path since.  Otherwise, when the
-	 * registry no longer has the path, nobody wants the watch: make sure it
-	 * is removed (the part's unwatch() may have sent the removal already,
-	 * which the server then applied after this call).
+	 * part that has registered for the path since.  Otherwise, when no
+	 * part wants the watch any more, make sure it is removed (the part's
+	 * unwatch() may have sent the removal already, which the server then
+	 * applied after this call).  Either way the client holds it now, until
+	 * it fires or a removal is answered (see watches.c).
 	 */
 	if (c->watched && c->watch_epoch == watch_epoch)
 		(void) count_watch_call(c->path, c->r.type == ZKC_LIST, -1);
-	if (c->watch_set && !c->own && c->watch_epoch == watch_epoch)
+	if (c->watch_set || c->r.tag == T_UNWATCH)
 	{
 		ZkWatchKey	key;
 
 		memset(&key, 0, sizeof(key));
-		key.children = (c->r.type == ZKC_LIST);
+		key.children = c->watch_set ? (c->r.type == ZKC_LIST) :
+			(c->mode == ZWATCHTYPE_CHILD);
 		strlcpy(key.path, c->path, sizeof(key.path));
-		if (c->gen == p->gen && !p->dead && !p->dropping &&
-			p->watch_path == NULL && p->watch_fired)
-			watch(p, c->path, key.children);
-		else if (hash_search(watches, &key, HASH_FIND, NULL) == NULL)
-			remove_watch(&key);
+		if (!c->watch_set)
+		{
+			/* the answer to a removal */
+			if (c->r.rc == ZOK || c->r.rc == ZNOWATCHER)
+				watch_left_client(&key);
+		}
+		else if (c->own)
+			watch_at_client(&key);
+		else
+		{
+			watch_at_client(&key);
+			if (c->watch_epoch == watch_epoch && c->gen == p->gen &&
+				!p->dead && !p->dropping &&
+				p->watch_path == NULL && p->watch_fired)
+				watch(p, c->path, key.children);
+			else if (!watch_wanted(&key))
+				remove_watch(&key);
+		}
 	}
 
 	/* p->calls still counts this call: nothing frees p meanwhile */
@@ -859,8 +874,7 @@ process_fired(ZkFired *f)
 			dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
 		while (!dlist_is_empty(&w->owners))
 			dlist_push_tail(&owners, dlist_pop_head_node(&w->owners));
-		hash_search(watches, &key, HASH_REMOVE, NULL);
-		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+		watch_spent(w);
 	}
 
 	/*
@@ -1023,8 +1037,6 @@ zk_engine_session_lost(const char *why)
 	dlist_mutable_iter it;
 	List	   *restart = NIL;
 	ListCell   *lc;
-	HASH_SEQ_STATUS hs;
-	ZkWatch    *w;
 
 	zk_calls_session_lost();
 	dlist_foreach_modify(it, &parts)
@@ -1085,18 +1097,7 @@ zk_engine_session_lost(const char *why)
 	}
 
 	/* the watches died with the session, and the calls setting them */
-	hash_seq_init(&hs, watches);
-	while ((w = hash_seq_search(&hs)) != NULL)
-		hash_search(watches, &w->key, HASH_REMOVE, NULL);
-	pg_atomic_write_u32(&zk_shared->n_watches, 0);
-	{
-		ZkWatchCalls *wc;
-
-		hash_seq_init(&hs, watch_calls);
-		while ((wc = hash_seq_search(&hs)) != NULL)
-			hash_search(watch_calls, &wc->key, HASH_REMOVE, NULL);
-	}
-	watch_epoch++;
+	forget_watches();
 
 	/* waiting requests start over, with a fresh deadline to connect */
 	foreach(lc, restart)

@@ -29,6 +29,7 @@ extern void zk_engine_request(int id);
 extern void zk_engine_run(void);
 extern void zk_engine_connected(void);
 extern void zk_engine_session_lost(const char *why);
+extern void zk_engine_drop_watches(void);
 extern void zk_engine_reload(void);
 extern void zk_engine_exit(void);
 extern long zk_engine_timeout(void);

@@ -98,6 +98,11 @@ typedef struct ZkWatch
 	dlist_head	parts;			/* parts relying on it (ZkPart.watch_link) */
 	dlist_head	owners;			/* parts watching their own node's data
 								 * (ZkPart.own_link) */
+	bool		at_client;		/* the client holds it (a call set it, and
+								 * it has not fired, been removed or been
+								 * dropped since): kept until then, wanted
+								 * or not, so that forget_watches() finds
+								 * it */
 } ZkWatch;
 
 /* Calls in flight that set a watch, by path (see remove_watch). */
@@ -176,6 +181,11 @@ extern void unwatch(ZkPart *p);
 extern void unwatch_ex(ZkPart *p, bool tell_server);
 extern void own_watch(ZkPart *p);
 extern void own_unwatch(ZkPart *p);
+extern void watch_at_client(const ZkWatchKey *key);
+extern void watch_left_client(const ZkWatchKey *key);
+extern void watch_spent(ZkWatch *w);
+extern bool watch_wanted(const ZkWatchKey *key);
+extern void forget_watches(void);
 extern TimestampTz own_watch_due_at(ZkPart *p);
 extern void set_due_own_watches(void);
 

@@ -107,7 +107,15 @@
 /* Replies read from the socket in one turn of the worker, at most. */
 #define MAX_REPLIES_PER_TURN	256
 
+/*
+ * A resumed session whose connection ZooKeeper dropped this many times in a
+ * row before the session could be confirmed on it is closed (see
+ * session_changed).
+ */
+#define MAX_UNCONFIRMED_CONNECTIONS	5
+
 zhandle_t  *zk_zh = NULL;
+void		(*zk_session_disconnected_hook) (void) = NULL;
 
 static bool connected = false;
 static bool ending_old = false; /* zk_zh resumes a dead worker's session */
@@ -121,6 +129,8 @@ static bool authenticated = false;	/* session_auth was sent */
 static bool auth_blocked = false;	/* the file is unusable: try it later */
 static ZkMono confirmed_at = 0;
 static ZkMono next_probe_at = 0;
+static ZkMono connected_at = 0;	/* when the current connection was made */
+static int	unconfirmed_connections = 0;	/* in a row, see session_changed */
 /* why the session is lost, a sentence; set by the watcher, acted on later */
 static const char *lost_reason = NULL;
 static ZkMono reopen_at = 0;	/* retry a failed zookeeper_init then */
@@ -260,6 +270,14 @@ probe_done(int rc, const char *value, const void *data)
 		publish_confirmed((ZkMono) (uintptr_t) data);
 }
 
+/* Send a probe now; the next one is due a quarter of the timeout later. */
+static void
+send_probe(ZkMono now)
+{
+	if (zoo_async(zk_zh, "/", probe_done, (const void *) (uintptr_t) now) == ZOK)
+		next_probe_at = ZkMonoPlusMs(now, zoo_recv_timeout(zk_zh) / 4);
+}
+
 /*
  * The client's session watcher.  Like every ZooKeeper callback it only
  * notes what happened (session_changed() acts on it once
@@ -308,15 +326,38 @@ session_changed(void)
 	{
 		const clientid_t *cid = zoo_client_id(zk_zh);
 
+		if (cid->client_id == session_id &&
+			unconfirmed_connections >= MAX_UNCONFIRMED_CONNECTIONS)
+		{
+			/*
+			 * ZooKeeper keeps dropping the connection right after
+			 * resuming the session (a request it refuses, such as a
+			 * message longer than its jute.maxbuffer): the session would
+			 * live on without being of use to anyone, keeping its nodes
+			 * from everybody else until it expires.  Close it now, while
+			 * connected, so that ZooKeeper deletes its nodes at once.
+			 */
+			lost_reason = "ZooKeeper kept dropping the connection before the session could be confirmed; the worker closed the session.";
+			return;
+		}
 		connected = true;
+		connected_at = zk_mono_now();
 		backoff_ms = 0;
 		retry_at = 0;
-		next_probe_at = 0;		/* confirm at once */
+
+		/*
+		 * Confirm at once, ahead of whatever the engine sends once it hears
+		 * of the connection (a look at every part): backends vouch for
+		 * their holdings again as soon as the reply comes, however many
+		 * there are.
+		 */
+		send_probe(connected_at);
 		if (cid->client_id != session_id)
 		{
 			/* a new session: the quorum created it just now */
 			session_id = cid->client_id;
 			confirmed_at = 0;
+			unconfirmed_connections = 0;
 			write_session_file(cid);
 			ereport(LOG,
 					(errmsg("zklock connected to ZooKeeper at \"%s\", session 0x%llx, timeout %d ms",
@@ -343,6 +384,10 @@ session_changed(void)
 			 connected)
 	{
 		connected = false;
+		if (confirmed_at >= connected_at)
+			unconfirmed_connections = 0;
+		else
+			unconfirmed_connections++;
 		ereport(LOG,
 				(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
 						(unsigned long long) session_id)));
@@ -939,11 +984,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	 * not have told us of yet.
 	 */
 	if (zk_session_connected() && now >= next_probe_at)
-	{
-		if (zoo_async(zk_zh, "/", probe_done,
-					  (const void *) (uintptr_t) now) == ZOK)
-			next_probe_at = ZkMonoPlusMs(now, zoo_recv_timeout(zk_zh) / 4);
-	}
+		send_probe(now);
 
 	if (zk_zh && !connected && now < retry_at)
 	{
@@ -1021,6 +1062,15 @@ zk_session_wait(long timeout_ms, const char **why)
 		if (occurred[i].events & WL_SOCKET_WRITEABLE)
 			io |= ZOOKEEPER_WRITE;
 	}
+
+	/*
+	 * Only zookeeper_process() completes a connection, and the client then
+	 * sends every watch it holds in one message (see watches.c): not
+	 * connected now, whoever must drop them does so before.
+	 */
+	if (zk_zh && !ending_old && zoo_state(zk_zh) != ZOO_CONNECTED_STATE &&
+		zk_session_disconnected_hook)
+		zk_session_disconnected_hook();
 
 	/* no interrupt may end the process inside the client's callbacks */
 	HOLD_INTERRUPTS();

@@ -11,6 +11,21 @@
  * watch fires, every part that relied on it looks again (process_fired,
  * engine.c); the watches die with the session (zk_engine_session_lost).
  *
+ * The client re-registers every watch it holds when it connects again, in
+ * one SetWatches message, which the server refuses when it is longer than
+ * its jute.maxbuffer (1 MB by default): it drops the connection, and the
+ * client connects and sends it again, in a loop, until the session is
+ * lost.  With many locks held or waited for, or long names, the watches
+ * would not fit.  So the worker never lets the client re-register any: as
+ * soon as the connection is lost, before the client connects again, it
+ * drops every watch the client holds, on the client only
+ * (zk_engine_drop_watches; the server forgot them with the connection),
+ * and once connected again every part looks again (zk_engine_connected)
+ * and sets again the watches it needs, each with the request that reads
+ * what it watches, so nothing that happened meanwhile is missed.  The
+ * registry therefore also knows which watches the client holds (at_client),
+ * wanted or not, until they fire or are removed.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -23,6 +38,7 @@
 HTAB	   *watches;
 HTAB	   *watch_calls;
 uint32		watch_epoch = 0;	/* bumped when the session's watches die */
+static int	n_at_client = 0;	/* entries the client holds */
 
 /* The registry's entry of a watch, made if new. */
 static ZkWatch *
@@ -35,22 +51,139 @@ watch_entry(const ZkWatchKey *key)
 	{
 		dlist_init(&w->parts);
 		dlist_init(&w->owners);
+		w->at_client = false;
 		pg_atomic_fetch_add_u32(&zk_shared->n_watches, 1);
 	}
 	return w;
 }
 
-/* Forget a registry entry no part needs any more; true if it went. */
+/* Does a part rely on the watch? */
+static bool
+wanted(ZkWatch *w)
+{
+	return !dlist_is_empty(&w->parts) || !dlist_is_empty(&w->owners);
+}
+
+bool
+watch_wanted(const ZkWatchKey *key)
+{
+	ZkWatch    *w = hash_search(watches, key, HASH_FIND, NULL);
+
+	return w != NULL && wanted(w);
+}
+
+static void
+remove_entry(ZkWatch *w)
+{
+	if (w->at_client)
+		n_at_client--;
+	hash_search(watches, &w->key, HASH_REMOVE, NULL);
+	pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+}
+
+/*
+ * The watch fired: the client no longer holds it, and the parts that
+ * relied on it (which the caller took) look again.
+ */
+void
+watch_spent(ZkWatch *w)
+{
+	Assert(!wanted(w));
+	remove_entry(w);
+}
+
+/*
+ * Note that no part needs the watch any more; true if none does.  The
+ * registry forgets it unless the client still holds it.
+ */
 static bool
 watch_unused(const ZkWatchKey *key)
 {
 	ZkWatch    *w = hash_search(watches, key, HASH_FIND, NULL);
 
-	if (w == NULL || !dlist_is_empty(&w->parts) || !dlist_is_empty(&w->owners))
+	if (w == NULL || wanted(w))
 		return false;
-	hash_search(watches, key, HASH_REMOVE, NULL);
-	pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	if (!w->at_client)
+		remove_entry(w);
 	return true;
+}
+
+/* A call that set the watch was answered: the client holds it now. */
+void
+watch_at_client(const ZkWatchKey *key)
+{
+	ZkWatch    *w = watch_entry(key);
+
+	if (!w->at_client)
+		n_at_client++;
+	w->at_client = true;
+}
+
+/* The client no longer holds the watch (its removal was answered). */
+void
+watch_left_client(const ZkWatchKey *key)
+{
+	ZkWatch    *w = hash_search(watches, key, HASH_FIND, NULL);
+
+	if (w == NULL || !w->at_client)
+		return;
+	w->at_client = false;
+	n_at_client--;
+	if (!wanted(w))
+		remove_entry(w);
+}
+
+/*
+ * Forget every watch: the parts relying on one no longer do (they set it
+ * again when they look again), and the calls setting one no longer count.
+ * Those the client holds are removed from it, locally: no request goes to
+ * the server (see the file header).
+ */
+void
+forget_watches(void)
+{
+	HASH_SEQ_STATUS hs;
+	ZkWatch    *w;
+	ZkWatchCalls *wc;
+
+	hash_seq_init(&hs, watches);
+	while ((w = hash_seq_search(&hs)) != NULL)
+	{
+		if (w->at_client && zk_zh != NULL)
+			(void) zoo_aremove_all_watches(zk_zh, w->key.path,
+										   w->key.children ? ZWATCHTYPE_CHILD :
+										   ZWATCHTYPE_DATA, 1, NULL, NULL);
+		while (!dlist_is_empty(&w->parts))
+		{
+			ZkPart	   *p = dlist_container(ZkPart, watch_link,
+											dlist_pop_head_node(&w->parts));
+
+			pfree(p->watch_path);
+			p->watch_path = NULL;
+			p->watch_fired = false;
+		}
+		while (!dlist_is_empty(&w->owners))
+			dlist_container(ZkPart, own_link,
+							dlist_pop_head_node(&w->owners))->own_watch = false;
+		hash_search(watches, &w->key, HASH_REMOVE, NULL);
+	}
+	pg_atomic_write_u32(&zk_shared->n_watches, 0);
+	n_at_client = 0;
+	hash_seq_init(&hs, watch_calls);
+	while ((wc = hash_seq_search(&hs)) != NULL)
+		hash_search(watch_calls, &wc->key, HASH_REMOVE, NULL);
+	watch_epoch++;
+}
+
+/*
+ * The connection is lost (the worker loop asks before the client may
+ * connect again): drop the client's watches so that it re-registers none.
+ */
+void
+zk_engine_drop_watches(void)
+{
+	if (n_at_client > 0)
+		forget_watches();
 }
 
 /*
