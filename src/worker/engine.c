@@ -83,6 +83,17 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 
 static void free_part(ZkPart *p);
 
+/* The parts kept while their driver's busy() says so (busy_wait). */
+static dlist_head busy_parts = DLIST_STATIC_INIT(busy_parts);
+
+static void
+wait_busy(ZkPart *p)
+{
+	if (!p->busy_wait)
+		dlist_push_tail(&busy_parts, &p->busy_link);
+	p->busy_wait = true;
+}
+
 /* ---- small helpers ---- */
 
 bool
@@ -226,6 +237,9 @@ grant(ZkPart *p, ZkOp *op)
 	op->holder = true;
 	p->nholders++;
 	zk_set_grant(id, token, p->session_id, p->node);
+	/* a holder that asked to be revocable wants the watch at once */
+	if (ZK_ENTRY(id)->flags & ZKR_REVOCABLE)
+		own_watch(p);
 }
 
 /* Grant every waiting entry of a part that is not a cohort (or all). */
@@ -377,6 +391,7 @@ new_part(const ZkDriver *d, const char *name)
 	dlist_init(&p->waiters);
 	dlist_init(&p->leaving);
 	dlist_push_tail(&parts, &p->link);
+	parts_at_add(p);
 	nparts++;
 	return p;
 }
@@ -494,6 +509,11 @@ free_part(ZkPart *p)
 		return;
 	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	unretain(p);
+	own_watch_undue(p);
+	if (p->busy_wait)
+		dlist_delete(&p->busy_link);
+	parts_at_remove(p);
 	dlist_delete(&p->link);
 	nparts--;
 	if (p->rows)
@@ -518,7 +538,7 @@ zk_part_drop(ZkPart *p)
 	close_part(p);
 	own_unwatch(p);				/* the delete of our node fires it */
 	p->dropping = true;
-	p->retain_until = 0;
+	unretain(p);
 	/* a watch on our node's parent: the delete of our node fires it */
 	unwatch_ex(p, !(p->phase == NODE_EXISTS && !has_entries(p) &&
 					p->watch_path && p->watch_children &&
@@ -572,7 +592,7 @@ advance(ZkPart *p)
 			case NODE_NONE:
 				if (d->busy && d->busy(p))
 				{
-					p->busy_wait = true;	/* settle_busy() looks again */
+					wait_busy(p);	/* settle_busy() looks again */
 					return;
 				}
 				if (!p->last_calls && last_calls_owed(p))
@@ -682,7 +702,7 @@ new_request(int id)
 			o = open_entry(d->kind, e->name, HASH_ENTER);
 			o->part = p;
 		}
-		p->retain_until = 0;
+		unretain(p);
 		attach(p, id);
 		if (p->holds || p->evaluated)
 			cohort_update(p);
@@ -915,20 +935,22 @@ process_fired(ZkFired *f)
 
 /*
  * Parts kept for their driver's work (busy_wait): once it is done, their
- * given-up entries are freed and the parts go (advance).
+ * given-up entries are freed and the parts go (advance).  Only those parts
+ * are looked at.
  */
 static void
 settle_busy(void)
 {
 	dlist_mutable_iter it;
 
-	dlist_foreach_modify(it, &parts)
+	dlist_foreach_modify(it, &busy_parts)
 	{
-		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+		ZkPart	   *p = dlist_container(ZkPart, busy_link, it.cur);
 
-		if (p->busy_wait && !p->driver->busy(p))
+		if (!p->driver->busy(p))
 		{
 			p->busy_wait = false;
+			dlist_delete(&p->busy_link);
 			advance(p);
 		}
 	}
@@ -978,19 +1000,14 @@ zk_engine_timeout(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = zk_connected() ? next_reconcile : 0;
-	dlist_iter	it;
+	TimestampTz retained = retained_until();
+	TimestampTz own = zk_connected() ? own_watch_next_due() : 0;
 
-	dlist_foreach(it, &parts)
-	{
-		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
-		TimestampTz own = zk_connected() ? own_watch_due_at(p) : 0;
-
-		if (p->retain_until != 0 && (next == 0 || p->retain_until < next))
-			next = p->retain_until;
-		/* one overdue but not set waits for its part's next step */
-		if (own > now && (next == 0 || own < next))
-			next = own;
-	}
+	if (retained != 0 && (next == 0 || retained < next))
+		next = retained;
+	/* one overdue but not set waits for its part's next step */
+	if (own > now && (next == 0 || own < next))
+		next = own;
 	if (zk_engine_pending())
 		return 0;
 	if (next == 0)
@@ -1169,6 +1186,7 @@ zk_engine_init(void)
 		Assert(drivers[k] == NULL ||
 			   strcmp(drivers[k]->suffix, zk_kind_suffix(k)) == 0);
 
+	parts_at_init();
 	reconciler = new_part(&reconciler_driver, "");
 	DRIVER_HOOKS(init);
 

@@ -186,7 +186,8 @@ extern void watch_left_client(const ZkWatchKey *key);
 extern void watch_spent(ZkWatch *w);
 extern bool watch_wanted(const ZkWatchKey *key);
 extern void forget_watches(void);
-extern TimestampTz own_watch_due_at(ZkPart *p);
+extern void own_watch_undue(ZkPart *p);
+extern TimestampTz own_watch_next_due(void);
 extern void set_due_own_watches(void);
 
 /* sequential.c: the sequential-node protocol */
@@ -200,6 +201,8 @@ extern void need_contention_watch(ZkPart *p);
 extern void note_contenders(ZkPart *p, ZkNodeRef *nodes, int n, int self);
 extern void cohort_update(ZkPart *p);
 extern void expire_retained(void);
+extern void unretain(ZkPart *p);
+extern TimestampTz retained_until(void);
 
 /* reconciler.c: parents and the reconciler */
 extern HTAB *parents;
@@ -208,6 +211,9 @@ extern TimestampTz next_reconcile;
 extern const ZkDriver reconciler_driver;
 
 extern ZkParent *parent_entry(const char *path, bool create);
+extern void parts_at_init(void);
+extern void parts_at_add(ZkPart *p);
+extern void parts_at_remove(ZkPart *p);
 extern void parent_known(const char *path, bool known);
 extern void reconcile(void);
 

@@ -319,6 +319,23 @@ own_watch_at(ZkPart *p)
 	return TimestampTzPlusMilliseconds(p->held_since, OWN_WATCH_DELAY_MS);
 }
 
+/*
+ * The holders that will want the data watch on their own node, in the
+ * order they came to hold, so nearly in the order they will want it (one
+ * that came back to the list late waits at most OWN_WATCH_DELAY_MS more):
+ * set_due_own_watches() looks at those due, not at every part.
+ */
+static dlist_head own_due = DLIST_STATIC_INIT(own_due);
+
+/* The part is no longer due an own watch (it has one, or goes). */
+void
+own_watch_undue(ZkPart *p)
+{
+	if (p->own_due)
+		dlist_delete(&p->own_due_link);
+	p->own_due = false;
+}
+
 /* Does the part want the data watch on its own node now? */
 static bool
 own_watch_wanted(ZkPart *p)
@@ -354,9 +371,18 @@ own_watch(ZkPart *p)
 	ZkCall	   *c;
 
 	if (p->own_watch || !p->driver->revocable || !p->holds || p->dead ||
-		p->dropping || p->phase != NODE_EXISTS || !zk_connected() ||
-		!own_watch_wanted(p))
+		p->dropping || p->phase != NODE_EXISTS || !zk_connected())
 		return;
+	if (!own_watch_wanted(p))
+	{
+		if (!p->own_due)
+		{
+			p->own_due = true;
+			dlist_push_tail(&own_due, &p->own_due_link);
+		}
+		return;
+	}
+	own_watch_undue(p);
 	memset(&key, 0, sizeof(key));
 	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
 	w = watch_entry(&key);
@@ -383,37 +409,37 @@ own_unwatch(ZkPart *p)
 	(void) watch_unused(&key);
 }
 
-/*
- * When a holder of the part will want the data watch on its own node, if
- * it has none yet; 0 when it will not (see own_watch).
- */
+/* When the first holder due a data watch on its own node wants it, or 0. */
 TimestampTz
-own_watch_due_at(ZkPart *p)
+own_watch_next_due(void)
 {
-	if (p->own_watch || !p->holds || !p->driver->revocable || p->dead ||
-		p->dropping)
+	if (dlist_is_empty(&own_due))
 		return 0;
-	return own_watch_at(p);
+	return own_watch_at(dlist_container(ZkPart, own_due_link,
+										dlist_head_node(&own_due)));
 }
 
 /*
- * Set the data watches on their own nodes that holders want by now.  Run
- * at the end of every turn, it also sets at once the watch of a node
- * granted in that turn to a holder that asked to be revocable (the grant's
- * own_watch() came before the grant itself).
+ * Set the data watches on their own nodes that holders want by now (run at
+ * the end of every turn).  A holder that asked to be revocable has it set
+ * when granted (grant, engine.c).
  */
 void
 set_due_own_watches(void)
 {
-	dlist_iter	it;
+	TimestampTz now;
 
-	if (!zk_connected())
+	if (!zk_connected() || dlist_is_empty(&own_due))
 		return;					/* reconnecting advances every part */
-	dlist_foreach(it, &parts)
+	now = GetCurrentTimestamp();
+	while (!dlist_is_empty(&own_due))
 	{
-		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+		ZkPart	   *p = dlist_container(ZkPart, own_due_link,
+										dlist_head_node(&own_due));
 
-		if (own_watch_due_at(p) != 0)
-			own_watch(p);
+		if (own_watch_at(p) > now)
+			break;
+		own_watch_undue(p);
+		own_watch(p);
 	}
 }
