@@ -83,6 +83,11 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 
 static void free_part(ZkPart *p);
 
+/* Parts to resume after a reconnect (resume_parts), at most this many a turn. */
+#define RESUME_BATCH		256
+static dlist_head resuming = DLIST_STATIC_INIT(resuming);
+static void resume_parts(void);
+
 /* The parts kept while their driver's busy() says so (busy_wait). */
 static dlist_head busy_parts = DLIST_STATIC_INIT(busy_parts);
 
@@ -513,6 +518,8 @@ free_part(ZkPart *p)
 	own_watch_undue(p);
 	if (p->busy_wait)
 		dlist_delete(&p->busy_link);
+	if (p->resuming)
+		dlist_delete(&p->resume_link);
 	parts_at_remove(p);
 	dlist_delete(&p->link);
 	nparts--;
@@ -973,6 +980,7 @@ zk_engine_run(void)
 			process_fired(dlist_container(ZkFired, link,
 										  dlist_pop_head_node(&fired)));
 	}
+	resume_parts();
 	expire_retained();
 	set_due_own_watches();
 	settle_busy();
@@ -986,6 +994,7 @@ bool
 zk_engine_pending(void)
 {
 	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired) ||
+		(!dlist_is_empty(&resuming) && zk_connected()) ||
 		zk_calls_pending();
 }
 
@@ -1016,17 +1025,38 @@ zk_engine_timeout(void)
 }
 
 /*
- * The session is (again) connected: resume every part.  Parts whose node
- * exists look at their parent again, since anything may have changed
- * while we were away; the session's watches survived if it is the same
- * session, and are set again when listing.
+ * Resume the parts waiting for it after a reconnect, a batch a turn: the
+ * session's probe, sent when the connection was made, is answered ahead of
+ * them (and read at the next turn), and one turn does not grow with the
+ * number of parts.
+ */
+static void
+resume_parts(void)
+{
+	for (int n = 0; n < RESUME_BATCH && zk_connected() &&
+		 !dlist_is_empty(&resuming); n++)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, resume_link,
+										dlist_pop_head_node(&resuming));
+
+		p->resuming = false;
+		advance(p);
+	}
+}
+
+/*
+ * The session is (again) connected: resume every part, those that wait
+ * first.  Parts whose node exists look at their parent again, since
+ * anything may have changed while we were away, and set again the watches
+ * they need (the worker dropped the client's watches when the connection
+ * was lost: see watches.c).
  */
 void
 zk_engine_connected(void)
 {
-	dlist_mutable_iter it;
+	dlist_iter	it;
 
-	dlist_foreach_modify(it, &parts)
+	dlist_foreach(it, &parts)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
 
@@ -1034,9 +1064,16 @@ zk_engine_connected(void)
 			continue;
 		if (p->phase == NODE_EXISTS || p->driver->form == ZK_FORM_NONE)
 			p->need_eval = true;
-		advance(p);
+		if (p->resuming)
+			continue;
+		p->resuming = true;
+		if (p->holds)
+			dlist_push_tail(&resuming, &p->resume_link);
+		else
+			dlist_push_head(&resuming, &p->resume_link);
 	}
 	next_reconcile = 0;
+	resume_parts();
 }
 
 /*

@@ -116,6 +116,8 @@ struct ZkPart
 	bool		busy_wait;		/* kept while the driver's busy() says so */
 	dlist_node	busy_link;		/* while so: on the busy parts */
 	dlist_node	parent_link;	/* among the parts under its parent */
+	bool		resuming;		/* to be resumed after a reconnect */
+	dlist_node	resume_link;
 	bool		dead;			/* to be freed once no call refers to it */
 
 	/* the entries it serves (ZkOp links), holders and waiters in order */
