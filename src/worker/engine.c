@@ -40,6 +40,7 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -50,6 +51,12 @@
 
 MemoryContext zk_turn_context = NULL;
 MemoryContext engine_context = NULL;
+
+/*
+ * The parts, each in a chunk of its size: an allocation set would round
+ * each up to the next power of two, nearly twice the size.
+ */
+static MemoryContext part_context = NULL;
 
 ZkOp	   *ops;
 dlist_head	parts = DLIST_STATIC_INIT(parts);
@@ -382,7 +389,7 @@ zk_part_node_created(ZkPart *p, const char *path, const struct Stat *stat)
 ZkPart *
 new_part(const ZkDriver *d, const char *name)
 {
-	ZkPart	   *p = MemoryContextAllocZero(engine_context, sizeof(ZkPart));
+	ZkPart	   *p = MemoryContextAllocZero(part_context, sizeof(ZkPart));
 	char		path[ZK_PATH_MAX];
 
 	p->driver = d;
@@ -477,15 +484,46 @@ restart_instance_part(ZkPart *p, const char *why)
 		p->driver->reset(p, why, false);
 }
 
+static uint32
+open_key_hash(const void *key, Size keysize)
+{
+	const ZkOpenKey *k = key;
+
+	return hash_bytes((const unsigned char *) k->name, strlen(k->name)) ^
+		(uint32) k->kind;
+}
+
+static int
+open_key_match(const void *key1, const void *key2, Size keysize)
+{
+	const ZkOpenKey *k1 = key1;
+	const ZkOpenKey *k2 = key2;
+
+	if (k1->kind != k2->kind)
+		return 1;
+	return strcmp(k1->name, k2->name);
+}
+
+/*
+ * The open part of a cohort recipe by kind and name.  A new entry (HASH_ENTER)
+ * gets its part with open_set() at once: its key points to the part's name.
+ */
 ZkOpen *
 open_entry(ZkKind kind, const char *name, HASHACTION action)
 {
 	ZkOpenKey	key;
 
-	memset(&key, 0, sizeof(key));
 	key.kind = kind;
-	strlcpy(key.name, name, sizeof(key.name));
+	key.name = name;
 	return hash_search(open_parts, &key, action, NULL);
+}
+
+/* The open part of o's kind and name is p. */
+void
+open_set(ZkOpen *o, ZkPart *p)
+{
+	o->part = p;
+	o->key.name = p->name;		/* the same name, which lives as long as p */
 }
 
 /* The part no longer accepts new entries of its cohort. */
@@ -707,7 +745,7 @@ new_request(int id)
 		{
 			p = new_part(d, e->name);
 			o = open_entry(d->kind, e->name, HASH_ENTER);
-			o->part = p;
+			open_set(o, p);
 		}
 		unretain(p);
 		attach(p, id);
@@ -830,10 +868,9 @@ process_call(ZkCall *c)
 	{
 		ZkWatchKey	key;
 
-		memset(&key, 0, sizeof(key));
+		key.path = c->path;
 		key.children = c->watch_set ? (c->r.type == ZKC_LIST) :
 			(c->mode == ZWATCHTYPE_CHILD);
-		strlcpy(key.path, c->path, sizeof(key.path));
 		if (!c->watch_set)
 		{
 			/* the answer to a removal */
@@ -890,9 +927,8 @@ process_fired(ZkFired *f)
 
 		if (!(children ? f->children : f->data))
 			continue;
-		memset(&key, 0, sizeof(key));
+		key.path = f->path;
 		key.children = children;
-		strlcpy(key.path, f->path, sizeof(key.path));
 		w = hash_search(watches, &key, HASH_FIND, NULL);
 		if (w == NULL)
 			continue;
@@ -1198,32 +1234,27 @@ zk_engine_init(void)
 										   ALLOCSET_DEFAULT_SIZES);
 	zk_turn_context = AllocSetContextCreate(TopMemoryContext, "zklock turn",
 											ALLOCSET_DEFAULT_SIZES);
+	part_context = SlabContextCreate(engine_context, "zklock parts",
+									 64 * 1024, sizeof(ZkPart));
 	ops = MemoryContextAllocZero(engine_context,
 								 sizeof(ZkOp) * zk_shared->num_entries);
 
-	ctl.keysize = sizeof(ZkWatchKey);
-	ctl.entrysize = sizeof(ZkWatch);
-	ctl.hcxt = engine_context;
-	watches = hash_create("zklock watches", 64, &ctl,
-						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	ctl.entrysize = sizeof(ZkWatchCalls);
-	watch_calls = hash_create("zklock watch calls", 64, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	ctl.keysize = ZK_PATH_MAX;
-	ctl.entrysize = sizeof(ZkParent);
-	parents = hash_create("zklock parents", 256, &ctl,
-						  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	watches_init();
+	parents_init();
 	ctl.keysize = sizeof(ZkOpenKey);
 	ctl.entrysize = sizeof(ZkOpen);
+	ctl.hash = open_key_hash;
+	ctl.match = open_key_match;
+	ctl.hcxt = engine_context;
 	open_parts = hash_create("zklock open parts", 64, &ctl,
-							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+							 HASH_CONTEXT);
 
 	/* a kind's driver puts its nodes where zk_locks shows them */
 	for (int k = 0; k < ZK_NUM_KINDS; k++)
 		Assert(drivers[k] == NULL ||
 			   strcmp(drivers[k]->suffix, zk_kind_suffix(k)) == 0);
 
-	parts_at_init();
 	reconciler = new_part(&reconciler_driver, "");
 	DRIVER_HOOKS(init);
 

@@ -85,11 +85,14 @@ typedef struct ZkFired
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } ZkFired;
 
-/* Registry of watches by path. */
+/*
+ * Registry of watches by path.  An entry's key owns a copy of the path,
+ * sized to it (watches.c); a key to look one up points at the caller's.
+ */
 typedef struct ZkWatchKey
 {
+	const char *path;
 	bool		children;
-	char		path[ZK_PATH_MAX];
 } ZkWatchKey;
 
 typedef struct ZkWatch
@@ -115,7 +118,7 @@ typedef struct ZkWatchCalls
 /* Parents: known to exist (a hint), and when we last used them. */
 typedef struct ZkParent
 {
-	char		path[ZK_PATH_MAX];	/* key */
+	const char *path;			/* key: a copy of its own (reconciler.c) */
 	bool		known;			/* created or seen to exist */
 	TimestampTz used;			/* a node of ours was there */
 	bool		suspect;		/* a create's outcome there was unknown */
@@ -125,7 +128,7 @@ typedef struct ZkParent
 typedef struct ZkOpenKey
 {
 	ZkKind		kind;
-	char		name[ZK_NAME_MAX + 1];
+	const char *name;			/* in an entry: its part's name */
 } ZkOpenKey;
 
 typedef struct ZkOpen
@@ -151,6 +154,7 @@ extern void grant(ZkPart *p, ZkOp *op);
 extern ZkPart *new_part(const ZkDriver *d, const char *name);
 extern void restart_instance_part(ZkPart *p, const char *why);
 extern ZkOpen *open_entry(ZkKind kind, const char *name, HASHACTION action);
+extern void open_set(ZkOpen *o, ZkPart *p);
 extern void close_part(ZkPart *p);
 extern void advance(ZkPart *p);
 
@@ -173,6 +177,7 @@ extern HTAB *watches;
 extern HTAB *watch_calls;
 extern uint32 watch_epoch;
 
+extern void watches_init(void);
 extern int	count_watch_call(const char *path, bool children, int delta);
 extern void watch_call_sent(ZkCall *c, bool children);
 extern void watch(ZkPart *p, const char *path, bool children);
@@ -211,7 +216,7 @@ extern TimestampTz next_reconcile;
 extern const ZkDriver reconciler_driver;
 
 extern ZkParent *parent_entry(const char *path, bool create);
-extern void parts_at_init(void);
+extern void parents_init(void);
 extern void parts_at_add(ZkPart *p);
 extern void parts_at_remove(ZkPart *p);
 extern void parent_known(const char *path, bool known);

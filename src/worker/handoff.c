@@ -201,7 +201,7 @@ cohort_update(ZkPart *p)
 		ZkOpen	   *o = open_entry(d->kind, p->name, HASH_ENTER);
 
 		fresh->cohort = true;	/* whatever zklock.local_handoff says now */
-		o->part = fresh;
+		open_set(o, fresh);
 		while (!dlist_is_empty(&p->waiters))
 		{
 			int			id = dlist_container(ZkOp, link,

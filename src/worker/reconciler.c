@@ -68,16 +68,21 @@ path_ptr_match(const void *key1, const void *key2, Size keysize)
 	return strcmp(*(const char *const *) key1, *(const char *const *) key2);
 }
 
+/* The parents, and the parts by parent; keys are sized to the path. */
 void
-parts_at_init(void)
+parents_init(void)
 {
 	HASHCTL		ctl;
 
 	ctl.keysize = sizeof(const char *);
-	ctl.entrysize = sizeof(ZkPartsAt);
+	ctl.entrysize = sizeof(ZkParent);
 	ctl.hash = path_ptr_hash;
 	ctl.match = path_ptr_match;
 	ctl.hcxt = engine_context;
+	parents = hash_create("zklock parents", 256, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+						  HASH_CONTEXT);
+	ctl.entrysize = sizeof(ZkPartsAt);
 	parts_at = hash_create("zklock parts by parent", 256, &ctl,
 						   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
 						   HASH_CONTEXT);
@@ -140,17 +145,15 @@ all_hold_at(const char *parent)
 ZkParent *
 parent_entry(const char *path, bool create)
 {
-	char		key[ZK_PATH_MAX];
 	bool		found;
 	ZkParent   *e;
 
-	memset(key, 0, sizeof(key));
-	strlcpy(key, path, sizeof(key));
 	if (create && hash_get_num_entries(parents) >= MAX_PARENTS)
-		return hash_search(parents, key, HASH_FIND, NULL);
-	e = hash_search(parents, key, create ? HASH_ENTER : HASH_FIND, &found);
+		return hash_search(parents, &path, HASH_FIND, NULL);
+	e = hash_search(parents, &path, create ? HASH_ENTER : HASH_FIND, &found);
 	if (e && create && !found)
 	{
+		e->path = MemoryContextStrdup(engine_context, path);
 		e->known = false;
 		e->used = 0;
 		e->suspect = false;
@@ -212,7 +215,10 @@ reconcile(void)
 			TimestampDifferenceExceeds(e->used, now, PARENT_FORGET_MS))
 		{
 			/* forgotten (dynahash allows removing the current entry) */
-			hash_search(parents, e->path, HASH_REMOVE, NULL);
+			char	   *path = (char *) e->path;
+
+			hash_search(parents, &path, HASH_REMOVE, NULL);
+			pfree(path);
 			continue;
 		}
 		if (!e->suspect && all_hold_at(e->path))

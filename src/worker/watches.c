@@ -30,6 +30,7 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "utils/timestamp.h"
 
 #include "worker/engine_internal.h"
@@ -40,6 +41,63 @@ HTAB	   *watch_calls;
 uint32		watch_epoch = 0;	/* bumped when the session's watches die */
 static int	n_at_client = 0;	/* entries the client holds */
 
+static uint32
+watch_key_hash(const void *key, Size keysize)
+{
+	const ZkWatchKey *k = key;
+
+	return hash_bytes((const unsigned char *) k->path, strlen(k->path)) ^
+		(k->children ? 0x9e3779b9 : 0);
+}
+
+static int
+watch_key_match(const void *key1, const void *key2, Size keysize)
+{
+	const ZkWatchKey *k1 = key1;
+	const ZkWatchKey *k2 = key2;
+
+	if (k1->children != k2->children)
+		return 1;
+	return strcmp(k1->path, k2->path);
+}
+
+/* The registry and the count of calls in flight that set a watch. */
+void
+watches_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(ZkWatchKey);
+	ctl.entrysize = sizeof(ZkWatch);
+	ctl.hash = watch_key_hash;
+	ctl.match = watch_key_match;
+	ctl.hcxt = engine_context;
+	watches = hash_create("zklock watches", 64, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+						  HASH_CONTEXT);
+	ctl.entrysize = sizeof(ZkWatchCalls);
+	watch_calls = hash_create("zklock watch calls", 64, &ctl,
+							  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+							  HASH_CONTEXT);
+}
+
+/* A new entry's key: a copy of the path of its own. */
+static void
+own_key(ZkWatchKey *key)
+{
+	key->path = MemoryContextStrdup(engine_context, key->path);
+}
+
+/* Remove an entry (of watches or watch_calls) and its copy of the path. */
+static void
+remove_key(HTAB *htab, ZkWatchKey *key)
+{
+	char	   *path = (char *) key->path;
+
+	hash_search(htab, key, HASH_REMOVE, NULL);
+	pfree(path);
+}
+
 /* The registry's entry of a watch, made if new. */
 static ZkWatch *
 watch_entry(const ZkWatchKey *key)
@@ -49,6 +107,7 @@ watch_entry(const ZkWatchKey *key)
 
 	if (!found)
 	{
+		own_key(&w->key);
 		dlist_init(&w->parts);
 		dlist_init(&w->owners);
 		w->at_client = false;
@@ -77,7 +136,7 @@ remove_entry(ZkWatch *w)
 {
 	if (w->at_client)
 		n_at_client--;
-	hash_search(watches, &w->key, HASH_REMOVE, NULL);
+	remove_key(watches, &w->key);
 	pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
 }
 
@@ -165,13 +224,13 @@ forget_watches(void)
 		while (!dlist_is_empty(&w->owners))
 			dlist_container(ZkPart, own_link,
 							dlist_pop_head_node(&w->owners))->own_watch = false;
-		hash_search(watches, &w->key, HASH_REMOVE, NULL);
+		remove_key(watches, &w->key);
 	}
 	pg_atomic_write_u32(&zk_shared->n_watches, 0);
 	n_at_client = 0;
 	hash_seq_init(&hs, watch_calls);
 	while ((wc = hash_seq_search(&hs)) != NULL)
-		hash_search(watch_calls, &wc->key, HASH_REMOVE, NULL);
+		remove_key(watch_calls, &wc->key);
 	watch_epoch++;
 }
 
@@ -198,19 +257,21 @@ count_watch_call(const char *path, bool children, int delta)
 	ZkWatchCalls *wc;
 	bool		found;
 
-	memset(&key, 0, sizeof(key));
+	key.path = path;
 	key.children = children;
-	strlcpy(key.path, path, sizeof(key.path));
 	wc = hash_search(watch_calls, &key, delta > 0 ? HASH_ENTER : HASH_FIND,
 					 &found);
 	if (wc == NULL)
 		return 0;
 	if (!found)
+	{
+		own_key(&wc->key);
 		wc->n = 0;
+	}
 	wc->n += delta;
 	if (wc->n > 0)
 		return wc->n;
-	hash_search(watch_calls, &key, HASH_REMOVE, NULL);
+	remove_key(watch_calls, &wc->key);
 	return 0;
 }
 
@@ -235,9 +296,8 @@ watch(ZkPart *p, const char *path, bool children)
 		return;
 	unwatch(p);
 	p->watch_fired = false;
-	memset(&key, 0, sizeof(key));
+	key.path = path;
 	key.children = children;
-	strlcpy(key.path, path, sizeof(key.path));
 	w = watch_entry(&key);
 	dlist_push_tail(&w->parts, &p->watch_link);
 	p->watch_path = MemoryContextStrdup(engine_context, path);
@@ -294,14 +354,13 @@ unwatch_ex(ZkPart *p, bool tell_server)
 	p->watch_fired = false;
 	if (p->watch_path == NULL)
 		return;
-	memset(&key, 0, sizeof(key));
+	key.path = p->watch_path;
 	key.children = p->watch_children;
-	strlcpy(key.path, p->watch_path, sizeof(key.path));
 	dlist_delete(&p->watch_link);
-	pfree(p->watch_path);
-	p->watch_path = NULL;
 	if (watch_unused(&key) && tell_server)
 		remove_watch(&key);
+	pfree(p->watch_path);
+	p->watch_path = NULL;
 }
 
 /*
@@ -367,6 +426,7 @@ void
 own_watch(ZkPart *p)
 {
 	ZkWatchKey	key;
+	char		path[ZK_PATH_MAX];
 	ZkWatch    *w;
 	ZkCall	   *c;
 
@@ -383,12 +443,13 @@ own_watch(ZkPart *p)
 		return;
 	}
 	own_watch_undue(p);
-	memset(&key, 0, sizeof(key));
-	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
+	snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+	key.path = path;
+	key.children = false;
 	w = watch_entry(&key);
 	dlist_push_tail(&w->owners, &p->own_link);
 	p->own_watch = true;
-	c = new_call(p, ZKC_GET, T_OWNDATA, key.path);
+	c = new_call(p, ZKC_GET, T_OWNDATA, path);
 	watch_call_sent(c, false);
 	c->own = true;
 	queue_call(c);
@@ -399,13 +460,15 @@ void
 own_unwatch(ZkPart *p)
 {
 	ZkWatchKey	key;
+	char		path[ZK_PATH_MAX];
 
 	if (!p->own_watch)
 		return;
 	p->own_watch = false;
 	dlist_delete(&p->own_link);
-	memset(&key, 0, sizeof(key));
-	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
+	snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+	key.path = path;
+	key.children = false;
 	(void) watch_unused(&key);
 }
 
