@@ -66,6 +66,9 @@ my $node = ZkLockTest::pg_node(
 my $st0 = poll_status($node, sub { $_[0]{state} eq 'connected' });
 is($st0->{session_timeout_ms}, '20000', 'negotiated session timeout 20 s');
 
+my $wpid = $node->safe_psql('postgres', 'SELECT worker_pid FROM zk_status()');
+my $rss0 = ZkFault::rss_kb($wpid, 'VmRSS');
+
 # four backends take N/4 locks each, at the same time
 my @s = map { ZkLockTest::Session->new($node) } 1 .. 4;
 my $per = $N / 4;
@@ -85,7 +88,10 @@ note sprintf('%d locks taken in %.1f s', $N, time - $T0);
 
 my $m = ZkLockTest::Session->new($node);
 my $held_sql = "SELECT count(*) FROM zk_locks WHERE state = 'held'";
+my $t_locks = time;
 is($m->query_ok($held_sql), $N, "zk_locks shows $N held");
+note sprintf('zk_locks with %d held: %.1f ms (from the test, with psql)',
+	$N, (time - $t_locks) * 1000);
 
 # the holders' data watches on their nodes (after 100 ms of holding)
 ok(poll_until(sub { zk_watch_count($zk, 1) >= $N }, timeout => 60),
@@ -96,7 +102,8 @@ note 'watches on the server: ' . zk_watch_count($zk, 1);
 # (a round every 5 s) lists no parent where every part of the instance
 # holds.  Two rounds' time: N/2 requests would be most of a round of
 # listings.
-my $wpid = $node->safe_psql('postgres', 'SELECT worker_pid FROM zk_status()');
+note sprintf('worker memory: %.0f bytes more resident per held lock',
+	(ZkFault::rss_kb($wpid, 'VmRSS') - $rss0) * 1024 / $N);
 my $r0 = zk_requests($m);
 my $cpu0 = cpu_ticks($wpid);
 ok( !poll_until(sub { zk_requests($m) - $r0 >= $N / 2 }, timeout => 11),
