@@ -313,6 +313,29 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 	}
 }
 
+/*
+ * The connection is lost; ZooKeeper may still keep the session.  Noticed
+ * from the watcher's event, or earlier from the client's state (see
+ * zk_session_wait): the client reports the loss to its watcher only at the
+ * next zookeeper_process(), which may also complete the next connection,
+ * and the worker must see every loss to set its watches again.
+ */
+static void
+suspend(void)
+{
+	connected = false;
+	if (confirmed_at >= connected_at)
+		unconfirmed_connections = 0;
+	else
+		unconfirmed_connections++;
+	ereport(LOG,
+			(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
+					(unsigned long long) session_id)));
+	zk_set_last_error("connection to ZooKeeper lost");
+	zk_set_session_state(ZKS_SUSPENDED, session_id,
+						 zoo_recv_timeout(zk_zh), NULL);
+}
+
 /* Act on the connection state the watcher saw last. */
 static void
 session_changed(void)
@@ -382,19 +405,7 @@ session_changed(void)
 	}
 	else if ((state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) &&
 			 connected)
-	{
-		connected = false;
-		if (confirmed_at >= connected_at)
-			unconfirmed_connections = 0;
-		else
-			unconfirmed_connections++;
-		ereport(LOG,
-				(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
-						(unsigned long long) session_id)));
-		zk_set_last_error("connection to ZooKeeper lost");
-		zk_set_session_state(ZKS_SUSPENDED, session_id,
-							 zoo_recv_timeout(zk_zh), NULL);
-	}
+		suspend();
 }
 
 /* ---- authentication ---- */
@@ -1066,11 +1077,17 @@ zk_session_wait(long timeout_ms, const char **why)
 	/*
 	 * Only zookeeper_process() completes a connection, and the client then
 	 * sends every watch it holds in one message (see watches.c): not
-	 * connected now, whoever must drop them does so before.
+	 * connected now, whoever must drop them does so before, and the next
+	 * connection is a reconnect (session_changed) even if the client's
+	 * watcher hears of the loss only together with it.
 	 */
-	if (zk_zh && !ending_old && zoo_state(zk_zh) != ZOO_CONNECTED_STATE &&
-		zk_session_disconnected_hook)
-		zk_session_disconnected_hook();
+	if (zk_zh && !ending_old && zoo_state(zk_zh) != ZOO_CONNECTED_STATE)
+	{
+		if (connected)
+			suspend();
+		if (zk_session_disconnected_hook)
+			zk_session_disconnected_hook();
+	}
 
 	/* no interrupt may end the process inside the client's callbacks */
 	HOLD_INTERRUPTS();
