@@ -46,14 +46,37 @@ static const char *const kind_labels[ZK_NUM_KINDS] = {
  */
 #define ZK_LOCKS_COLS 12
 
+/*
+ * What zk_locks shows of an entry, copied under the lock: only the entries
+ * in use, each with its name sized to the name, so that a call costs what
+ * it returns, not zklock.max_locks, and holds the lock only that long.
+ */
+typedef struct ZkLockCopy
+{
+	int			owner_pid;
+	Oid			database;
+	ZkKind		kind;
+	ZkEntryState state;
+	bool		released;
+	bool		revoke_requested;
+	int			session_count;
+	int			xact_count;
+	int64		token;
+	TimestampTz granted_at;
+	TimestampTz requested_at;
+	char	   *name;
+	char		node[ZK_NODE_MAX];
+	char		waiting_on[ZK_NODE_MAX];
+} ZkLockCopy;
+
 /* One row of zk_locks for a copied entry and one of its scopes. */
 static void
-put_lock_row(ReturnSetInfo *rsinfo, ZkEntry *e, const char *scope, int count)
+put_lock_row(ReturnSetInfo *rsinfo, ZkLockCopy *e, const char *dbname,
+			 const char *scope, int count)
 {
 	Datum		values[ZK_LOCKS_COLS];
 	bool		nulls[ZK_LOCKS_COLS] = {0};
 	const char *state;
-	char	   *dbname = OidIsValid(e->database) ? get_database_name(e->database) : NULL;
 
 	if (e->released)
 		state = "releasing";
@@ -109,40 +132,71 @@ Datum
 zk_locks_internal(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ZkEntry    *copies;
+	ZkLockCopy *copies;
+	int			size = 64;
 	int			n = 0;
+	dlist_iter	it;
+	Oid			last_db = InvalidOid;
+	char	   *dbname = NULL;
 
 	zk_check_preloaded();
 	InitMaterializedSRF(fcinfo, 0);
 
-	copies = palloc(sizeof(ZkEntry) * zk_shared->num_entries);
+	copies = palloc(sizeof(ZkLockCopy) * size);
 	LWLockAcquire(zk_shared->lock, LW_SHARED);
-	for (int i = 0; i < zk_shared->num_entries; i++)
+	dlist_foreach(it, &zk_shared->used_entries)
 	{
-		ZkEntry    *e = ZK_ENTRY(i);
+		ZkEntry    *e = dlist_container(ZkEntry, used_link, it.cur);
+		ZkLockCopy *c;
 
 		/*
-		 * Not: free entries, failed ones, and one-shot requests (a listing,
-		 * a revocation, a barrier wait) answered and given up, which have
+		 * Not: failed entries, and one-shot requests (a listing, a
+		 * revocation, a barrier wait) answered and given up, which have
 		 * nothing left to release while the worker frees them.
 		 */
-		if (e->state != ZKE_FREE && e->state != ZKE_WOULD_BLOCK &&
-			e->state != ZKE_FAILED &&
-			!(e->state == ZKE_DONE && e->released && e->node[0] == '\0'))
-			copies[n++] = *e;
+		if (e->state == ZKE_FREE || e->state == ZKE_WOULD_BLOCK ||
+			e->state == ZKE_FAILED ||
+			(e->state == ZKE_DONE && e->released && e->node[0] == '\0'))
+			continue;
+		if (n == size)
+		{
+			size *= 2;
+			copies = repalloc(copies, sizeof(ZkLockCopy) * size);
+		}
+		c = &copies[n++];
+		c->owner_pid = e->owner_pid;
+		c->database = e->database;
+		c->kind = e->kind;
+		c->state = e->state;
+		c->released = e->released;
+		c->revoke_requested = e->revoke_requested;
+		c->session_count = e->session_count;
+		c->xact_count = e->xact_count;
+		c->token = e->token;
+		c->granted_at = e->granted_at;
+		c->requested_at = e->requested_at;
+		c->name = pstrdup(e->name);
+		memcpy(c->node, e->node, sizeof(c->node));
+		memcpy(c->waiting_on, e->waiting_on, sizeof(c->waiting_on));
 	}
 	LWLockRelease(zk_shared->lock);
 
 	for (int i = 0; i < n; i++)
 	{
-		ZkEntry    *e = &copies[i];
+		ZkLockCopy *e = &copies[i];
 
+		if (e->database != last_db)
+		{
+			/* one catalog lookup per run of entries of a database */
+			last_db = e->database;
+			dbname = OidIsValid(last_db) ? get_database_name(last_db) : NULL;
+		}
 		if (e->session_count > 0)
-			put_lock_row(rsinfo, e, "session", e->session_count);
+			put_lock_row(rsinfo, e, dbname, "session", e->session_count);
 		if (e->xact_count > 0)
-			put_lock_row(rsinfo, e, "transaction", e->xact_count);
+			put_lock_row(rsinfo, e, dbname, "transaction", e->xact_count);
 		if (e->session_count == 0 && e->xact_count == 0)
-			put_lock_row(rsinfo, e, NULL, 0);	/* waiting or releasing */
+			put_lock_row(rsinfo, e, dbname, NULL, 0);	/* waiting or releasing */
 	}
 	return (Datum) 0;
 }

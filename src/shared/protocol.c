@@ -56,8 +56,9 @@
 
 /*
  * zklock.max_locks is capped so that every allocation scaling with it stays
- * below MaxAllocSize: the largest is the copy of all entries zk_locks makes
- * (backend/monitor.c); the worker's per-entry arrays are much smaller.
+ * below MaxAllocSize: zk_locks copies the entries in use, each smaller than
+ * an entry (backend/monitor.c); the worker's per-entry arrays are much
+ * smaller too.
  */
 StaticAssertDecl((Size) ZK_MAX_LOCKS_LIMIT * sizeof(ZkEntry) <= MaxAllocSize,
 				 "zklock.max_locks entries must fit in one allocation");
@@ -127,6 +128,7 @@ zk_shmem_startup(void)
 		pg_atomic_init_u32(&zk_shared->n_nodes, 0);
 		pg_atomic_init_u32(&zk_shared->n_watches, 0);
 		dlist_init(&zk_shared->free_entries);
+		dlist_init(&zk_shared->used_entries);
 		ConditionVariableInit(&zk_shared->entry_freed);
 		dlist_init(&zk_shared->queue);
 		zk_shared->num_entries = zklock_max_locks;
@@ -284,6 +286,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 	ConditionVariableCancelSleep();
 	e = dlist_container(ZkEntry, link,
 						dlist_pop_head_node(&zk_shared->free_entries));
+	dlist_push_tail(&zk_shared->used_entries, &e->used_link);
 	e->generation++;
 	e->state = ZKE_PENDING;
 	e->released = false;

@@ -81,6 +81,7 @@ typedef enum ZkAskState
 typedef struct ZkEntry
 {
 	dlist_node	link;			/* free list or worker queue */
+	dlist_node	used_link;		/* in use: on the used list (zk_locks) */
 	bool		queued;			/* on the worker queue */
 	ZkEntryState state;
 	bool		released;		/* owner gave it up: the worker frees it */
@@ -206,6 +207,8 @@ typedef struct ZkShared
 	ZkGroup		groups[ZK_MAX_GROUPS];
 
 	dlist_head	free_entries;
+	dlist_head	used_entries;	/* the others, so that zk_locks reads only
+								 * those */
 	ConditionVariable entry_freed;	/* signalled when an entry is freed */
 	dlist_head	queue;			/* entries the worker must look at */
 	int			num_entries;

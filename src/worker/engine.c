@@ -40,6 +40,7 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -50,6 +51,12 @@
 
 MemoryContext zk_turn_context = NULL;
 MemoryContext engine_context = NULL;
+
+/*
+ * The parts, each in a chunk of its size: an allocation set would round
+ * each up to the next power of two, nearly twice the size.
+ */
+static MemoryContext part_context = NULL;
 
 ZkOp	   *ops;
 dlist_head	parts = DLIST_STATIC_INIT(parts);
@@ -82,6 +89,22 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	} while (0)
 
 static void free_part(ZkPart *p);
+
+/* Parts to resume after a reconnect (resume_parts), at most this many a turn. */
+#define RESUME_BATCH		256
+static dlist_head resuming = DLIST_STATIC_INIT(resuming);
+static void resume_parts(void);
+
+/* The parts kept while their driver's busy() says so (busy_wait). */
+static dlist_head busy_parts = DLIST_STATIC_INIT(busy_parts);
+
+static void
+wait_busy(ZkPart *p)
+{
+	if (!p->busy_wait)
+		dlist_push_tail(&busy_parts, &p->busy_link);
+	p->busy_wait = true;
+}
 
 /* ---- small helpers ---- */
 
@@ -226,6 +249,9 @@ grant(ZkPart *p, ZkOp *op)
 	op->holder = true;
 	p->nholders++;
 	zk_set_grant(id, token, p->session_id, p->node);
+	/* a holder that asked to be revocable wants the watch at once */
+	if (ZK_ENTRY(id)->flags & ZKR_REVOCABLE)
+		own_watch(p);
 }
 
 /* Grant every waiting entry of a part that is not a cohort (or all). */
@@ -378,7 +404,7 @@ zk_part_node_created(ZkPart *p, const char *path, const struct Stat *stat)
 ZkPart *
 new_part(const ZkDriver *d, const char *name)
 {
-	ZkPart	   *p = MemoryContextAllocZero(engine_context, sizeof(ZkPart));
+	ZkPart	   *p = MemoryContextAllocZero(part_context, sizeof(ZkPart));
 	char		path[ZK_PATH_MAX];
 
 	p->driver = d;
@@ -392,6 +418,7 @@ new_part(const ZkDriver *d, const char *name)
 	dlist_init(&p->waiters);
 	dlist_init(&p->leaving);
 	dlist_push_tail(&parts, &p->link);
+	parts_at_add(p);
 	nparts++;
 	return p;
 }
@@ -473,15 +500,46 @@ restart_instance_part(ZkPart *p, const char *why)
 		p->driver->reset(p, why, false);
 }
 
+static uint32
+open_key_hash(const void *key, Size keysize)
+{
+	const ZkOpenKey *k = key;
+
+	return hash_bytes((const unsigned char *) k->name, strlen(k->name)) ^
+		(uint32) k->kind;
+}
+
+static int
+open_key_match(const void *key1, const void *key2, Size keysize)
+{
+	const ZkOpenKey *k1 = key1;
+	const ZkOpenKey *k2 = key2;
+
+	if (k1->kind != k2->kind)
+		return 1;
+	return strcmp(k1->name, k2->name);
+}
+
+/*
+ * The open part of a cohort recipe by kind and name.  A new entry (HASH_ENTER)
+ * gets its part with open_set() at once: its key points to the part's name.
+ */
 ZkOpen *
 open_entry(ZkKind kind, const char *name, HASHACTION action)
 {
 	ZkOpenKey	key;
 
-	memset(&key, 0, sizeof(key));
 	key.kind = kind;
-	strlcpy(key.name, name, sizeof(key.name));
+	key.name = name;
 	return hash_search(open_parts, &key, action, NULL);
+}
+
+/* The open part of o's kind and name is p. */
+void
+open_set(ZkOpen *o, ZkPart *p)
+{
+	o->part = p;
+	o->key.name = p->name;		/* the same name, which lives as long as p */
 }
 
 /* The part no longer accepts new entries of its cohort. */
@@ -510,6 +568,13 @@ free_part(ZkPart *p)
 		return;
 	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	unretain(p);
+	own_watch_undue(p);
+	if (p->busy_wait)
+		dlist_delete(&p->busy_link);
+	if (p->resuming)
+		dlist_delete(&p->resume_link);
+	parts_at_remove(p);
 	dlist_delete(&p->link);
 	nparts--;
 	if (p->rows)
@@ -534,7 +599,7 @@ zk_part_drop(ZkPart *p)
 	close_part(p);
 	own_unwatch(p);				/* the delete of our node fires it */
 	p->dropping = true;
-	p->retain_until = 0;
+	unretain(p);
 	/* a watch on our node's parent: the delete of our node fires it */
 	unwatch_ex(p, !(p->phase == NODE_EXISTS && !has_entries(p) &&
 					p->watch_path && p->watch_children &&
@@ -604,7 +669,7 @@ advance(ZkPart *p)
 			case NODE_NONE:
 				if (d->busy && d->busy(p))
 				{
-					p->busy_wait = true;	/* settle_busy() looks again */
+					wait_busy(p);	/* settle_busy() looks again */
 					return;
 				}
 				if (!p->last_calls && last_calls_owed(p))
@@ -712,9 +777,9 @@ new_request(int id)
 		{
 			p = new_part(d, e->name);
 			o = open_entry(d->kind, e->name, HASH_ENTER);
-			o->part = p;
+			open_set(o, p);
 		}
-		p->retain_until = 0;
+		unretain(p);
 		attach(p, id);
 		if (p->holds || p->evaluated)
 			cohort_update(p);
@@ -823,25 +888,39 @@ process_call(ZkCall *c)
 	 * by a watch that fired while this call was out (the fire came first,
 	 * so the watch this call set is a new one), the part decides from this
 	 * answer and relies on that new watch: take it on, beside any other
-	 * part that has registered for the path since.  Otherwise, when the
-	 * registry no longer has the path, nobody wants the watch: make sure it
-	 * is removed (the part's unwatch() may have sent the removal already,
-	 * which the server then applied after this call).
+	 * part that has registered for the path since.  Otherwise, when no
+	 * part wants the watch any more, make sure it is removed (the part's
+	 * unwatch() may have sent the removal already, which the server then
+	 * applied after this call).  Either way the client holds it now, until
+	 * it fires or a removal is answered (see watches.c).
 	 */
 	if (c->watched && c->watch_epoch == watch_epoch)
 		(void) count_watch_call(c->path, c->r.type == ZKC_LIST, -1);
-	if (c->watch_set && !c->own && c->watch_epoch == watch_epoch)
+	if (c->watch_set || c->r.tag == T_UNWATCH)
 	{
 		ZkWatchKey	key;
 
-		memset(&key, 0, sizeof(key));
-		key.children = (c->r.type == ZKC_LIST);
-		strlcpy(key.path, c->path, sizeof(key.path));
-		if (c->gen == p->gen && !p->dead && !p->dropping &&
-			p->watch_path == NULL && p->watch_fired)
-			watch(p, c->path, key.children);
-		else if (hash_search(watches, &key, HASH_FIND, NULL) == NULL)
-			remove_watch(&key);
+		key.path = c->path;
+		key.children = c->watch_set ? (c->r.type == ZKC_LIST) :
+			(c->mode == ZWATCHTYPE_CHILD);
+		if (!c->watch_set)
+		{
+			/* the answer to a removal */
+			if (c->r.rc == ZOK || c->r.rc == ZNOWATCHER)
+				watch_left_client(&key);
+		}
+		else if (c->own)
+			watch_at_client(&key);
+		else
+		{
+			watch_at_client(&key);
+			if (c->watch_epoch == watch_epoch && c->gen == p->gen &&
+				!p->dead && !p->dropping &&
+				p->watch_path == NULL && p->watch_fired)
+				watch(p, c->path, key.children);
+			else if (!watch_wanted(&key))
+				remove_watch(&key);
+		}
 	}
 
 	/* p->calls still counts this call: nothing frees p meanwhile */
@@ -881,9 +960,8 @@ process_fired(ZkFired *f)
 
 		if (!(children ? f->children : f->data))
 			continue;
-		memset(&key, 0, sizeof(key));
+		key.path = f->path;
 		key.children = children;
-		strlcpy(key.path, f->path, sizeof(key.path));
 		w = hash_search(watches, &key, HASH_FIND, NULL);
 		if (w == NULL)
 			continue;
@@ -892,8 +970,7 @@ process_fired(ZkFired *f)
 			dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
 		while (!dlist_is_empty(&w->owners))
 			dlist_push_tail(&owners, dlist_pop_head_node(&w->owners));
-		hash_search(watches, &key, HASH_REMOVE, NULL);
-		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+		watch_spent(w);
 	}
 
 	/*
@@ -934,20 +1011,22 @@ process_fired(ZkFired *f)
 
 /*
  * Parts kept for their driver's work (busy_wait): once it is done, their
- * given-up entries are freed and the parts go (advance).
+ * given-up entries are freed and the parts go (advance).  Only those parts
+ * are looked at.
  */
 static void
 settle_busy(void)
 {
 	dlist_mutable_iter it;
 
-	dlist_foreach_modify(it, &parts)
+	dlist_foreach_modify(it, &busy_parts)
 	{
-		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+		ZkPart	   *p = dlist_container(ZkPart, busy_link, it.cur);
 
-		if (p->busy_wait && !p->driver->busy(p))
+		if (!p->driver->busy(p))
 		{
 			p->busy_wait = false;
+			dlist_delete(&p->busy_link);
 			advance(p);
 		}
 	}
@@ -970,6 +1049,7 @@ zk_engine_run(void)
 			process_fired(dlist_container(ZkFired, link,
 										  dlist_pop_head_node(&fired)));
 	}
+	resume_parts();
 	expire_retained();
 	set_due_own_watches();
 	settle_busy();
@@ -983,6 +1063,7 @@ bool
 zk_engine_pending(void)
 {
 	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired) ||
+		(!dlist_is_empty(&resuming) && zk_connected()) ||
 		zk_calls_pending();
 }
 
@@ -997,19 +1078,14 @@ zk_engine_timeout(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = zk_connected() ? next_reconcile : 0;
-	dlist_iter	it;
+	TimestampTz retained = retained_until();
+	TimestampTz own = zk_connected() ? own_watch_next_due() : 0;
 
-	dlist_foreach(it, &parts)
-	{
-		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
-		TimestampTz own = zk_connected() ? own_watch_due_at(p) : 0;
-
-		if (p->retain_until != 0 && (next == 0 || p->retain_until < next))
-			next = p->retain_until;
-		/* one overdue but not set waits for its part's next step */
-		if (own > now && (next == 0 || own < next))
-			next = own;
-	}
+	if (retained != 0 && (next == 0 || retained < next))
+		next = retained;
+	/* one overdue but not set waits for its part's next step */
+	if (own > now && (next == 0 || own < next))
+		next = own;
 	if (zk_engine_pending())
 		return 0;
 	if (next == 0)
@@ -1018,17 +1094,38 @@ zk_engine_timeout(void)
 }
 
 /*
- * The session is (again) connected: resume every part.  Parts whose node
- * exists look at their parent again, since anything may have changed
- * while we were away; the session's watches survived if it is the same
- * session, and are set again when listing.
+ * Resume the parts waiting for it after a reconnect, a batch a turn: the
+ * session's probe, sent when the connection was made, is answered ahead of
+ * them (and read at the next turn), and one turn does not grow with the
+ * number of parts.
+ */
+static void
+resume_parts(void)
+{
+	for (int n = 0; n < RESUME_BATCH && zk_connected() &&
+		 !dlist_is_empty(&resuming); n++)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, resume_link,
+										dlist_pop_head_node(&resuming));
+
+		p->resuming = false;
+		advance(p);
+	}
+}
+
+/*
+ * The session is (again) connected: resume every part, those that wait
+ * first.  Parts whose node exists look at their parent again, since
+ * anything may have changed while we were away, and set again the watches
+ * they need (the worker dropped the client's watches when the connection
+ * was lost: see watches.c).
  */
 void
 zk_engine_connected(void)
 {
-	dlist_mutable_iter it;
+	dlist_iter	it;
 
-	dlist_foreach_modify(it, &parts)
+	dlist_foreach(it, &parts)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
 
@@ -1036,9 +1133,16 @@ zk_engine_connected(void)
 			continue;
 		if (p->phase == NODE_EXISTS || p->driver->form == ZK_FORM_NONE)
 			p->need_eval = true;
-		advance(p);
+		if (p->resuming)
+			continue;
+		p->resuming = true;
+		if (p->holds)
+			dlist_push_tail(&resuming, &p->resume_link);
+		else
+			dlist_push_head(&resuming, &p->resume_link);
 	}
 	next_reconcile = 0;
+	resume_parts();
 }
 
 /*
@@ -1078,8 +1182,6 @@ zk_engine_session_lost(const char *why)
 	dlist_mutable_iter it;
 	List	   *restart = NIL;
 	ListCell   *lc;
-	HASH_SEQ_STATUS hs;
-	ZkWatch    *w;
 
 	zk_calls_session_lost();
 	dlist_foreach_modify(it, &parts)
@@ -1141,18 +1243,7 @@ zk_engine_session_lost(const char *why)
 	}
 
 	/* the watches died with the session, and the calls setting them */
-	hash_seq_init(&hs, watches);
-	while ((w = hash_seq_search(&hs)) != NULL)
-		hash_search(watches, &w->key, HASH_REMOVE, NULL);
-	pg_atomic_write_u32(&zk_shared->n_watches, 0);
-	{
-		ZkWatchCalls *wc;
-
-		hash_seq_init(&hs, watch_calls);
-		while ((wc = hash_seq_search(&hs)) != NULL)
-			hash_search(watch_calls, &wc->key, HASH_REMOVE, NULL);
-	}
-	watch_epoch++;
+	forget_watches();
 
 	/* waiting requests start over */
 	foreach(lc, restart)
@@ -1188,25 +1279,21 @@ zk_engine_init(void)
 										   ALLOCSET_DEFAULT_SIZES);
 	zk_turn_context = AllocSetContextCreate(TopMemoryContext, "zklock turn",
 											ALLOCSET_DEFAULT_SIZES);
+	part_context = SlabContextCreate(engine_context, "zklock parts",
+									 64 * 1024, sizeof(ZkPart));
 	ops = MemoryContextAllocZero(engine_context,
 								 sizeof(ZkOp) * zk_shared->num_entries);
 
-	ctl.keysize = sizeof(ZkWatchKey);
-	ctl.entrysize = sizeof(ZkWatch);
-	ctl.hcxt = engine_context;
-	watches = hash_create("zklock watches", 64, &ctl,
-						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	ctl.entrysize = sizeof(ZkWatchCalls);
-	watch_calls = hash_create("zklock watch calls", 64, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	ctl.keysize = ZK_PATH_MAX;
-	ctl.entrysize = sizeof(ZkParent);
-	parents = hash_create("zklock parents", 256, &ctl,
-						  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	watches_init();
+	parents_init();
 	ctl.keysize = sizeof(ZkOpenKey);
 	ctl.entrysize = sizeof(ZkOpen);
+	ctl.hash = open_key_hash;
+	ctl.match = open_key_match;
+	ctl.hcxt = engine_context;
 	open_parts = hash_create("zklock open parts", 64, &ctl,
-							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+							 HASH_CONTEXT);
 
 	/* a kind's driver puts its nodes where zk_locks shows them */
 	for (int k = 0; k < ZK_NUM_KINDS; k++)

@@ -29,6 +29,7 @@ extern void zk_engine_request(int id);
 extern void zk_engine_run(void);
 extern void zk_engine_connected(void);
 extern void zk_engine_session_lost(const char *why);
+extern void zk_engine_drop_watches(void);
 extern void zk_engine_reload(void);
 extern void zk_engine_exit(void);
 extern long zk_engine_timeout(void);
@@ -113,6 +114,10 @@ struct ZkPart
 	bool		dropping;		/* to be deleted once nothing needs it */
 	bool		last_calls;		/* the driver's dropped() has run */
 	bool		busy_wait;		/* kept while the driver's busy() says so */
+	dlist_node	busy_link;		/* while so: on the busy parts */
+	dlist_node	parent_link;	/* among the parts under its parent */
+	bool		resuming;		/* to be resumed after a reconnect */
+	dlist_node	resume_link;
 	bool		dead;			/* to be freed once no call refers to it */
 	bool		delete_unsure;	/* a delete of our node at a path not
 								 * unique to us (ZK_FORM_NONE) may have
@@ -139,6 +144,7 @@ struct ZkPart
 									 * have waited (see note_contenders) */
 	TimestampTz clear_at;		/* a listing sent then showed none */
 	TimestampTz retain_until;	/* kept without holders until then */
+	dlist_node	retain_link;	/* while so: on the retained parts */
 	bool		contention_watch;	/* parent's children are watched */
 	bool		revoke_requested;	/* our node holds Curator's revocation
 									 * message: the part grants no more */
@@ -147,6 +153,8 @@ struct ZkPart
 	TimestampTz held_since;		/* when the part's node came to hold */
 	bool		own_watch;
 	dlist_node	own_link;
+	bool		own_due;		/* on the parts that want it later */
+	dlist_node	own_due_link;
 
 	/* the watch this part relies on */
 	char	   *watch_path;

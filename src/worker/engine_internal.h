@@ -87,11 +87,14 @@ typedef struct ZkFired
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } ZkFired;
 
-/* Registry of watches by path. */
+/*
+ * Registry of watches by path.  An entry's key owns a copy of the path,
+ * sized to it (watches.c); a key to look one up points at the caller's.
+ */
 typedef struct ZkWatchKey
 {
+	const char *path;
 	bool		children;
-	char		path[ZK_PATH_MAX];
 } ZkWatchKey;
 
 typedef struct ZkWatch
@@ -100,6 +103,11 @@ typedef struct ZkWatch
 	dlist_head	parts;			/* parts relying on it (ZkPart.watch_link) */
 	dlist_head	owners;			/* parts watching their own node's data
 								 * (ZkPart.own_link) */
+	bool		at_client;		/* the client holds it (a call set it, and
+								 * it has not fired, been removed or been
+								 * dropped since): kept until then, wanted
+								 * or not, so that forget_watches() finds
+								 * it */
 } ZkWatch;
 
 /* Calls in flight that set a watch, by path (see remove_watch). */
@@ -112,7 +120,7 @@ typedef struct ZkWatchCalls
 /* Parents: known to exist (a hint), and when we last used them. */
 typedef struct ZkParent
 {
-	char		path[ZK_PATH_MAX];	/* key */
+	const char *path;			/* key: a copy of its own (reconciler.c) */
 	bool		known;			/* created or seen to exist */
 	TimestampTz used;			/* a node of ours was there */
 	bool		suspect;		/* a create's outcome there was unknown */
@@ -122,7 +130,7 @@ typedef struct ZkParent
 typedef struct ZkOpenKey
 {
 	ZkKind		kind;
-	char		name[ZK_NAME_MAX + 1];
+	const char *name;			/* in an entry: its part's name */
 } ZkOpenKey;
 
 typedef struct ZkOpen
@@ -148,6 +156,7 @@ extern void grant(ZkPart *p, ZkOp *op);
 extern ZkPart *new_part(const ZkDriver *d, const char *name);
 extern void restart_instance_part(ZkPart *p, const char *why);
 extern ZkOpen *open_entry(ZkKind kind, const char *name, HASHACTION action);
+extern void open_set(ZkOpen *o, ZkPart *p);
 extern void close_part(ZkPart *p);
 extern void advance(ZkPart *p);
 
@@ -170,6 +179,7 @@ extern HTAB *watches;
 extern HTAB *watch_calls;
 extern uint32 watch_epoch;
 
+extern void watches_init(void);
 extern int	count_watch_call(const char *path, bool children, int delta);
 extern void watch_call_sent(ZkCall *c, bool children);
 extern void watch(ZkPart *p, const char *path, bool children);
@@ -178,7 +188,13 @@ extern void unwatch(ZkPart *p);
 extern void unwatch_ex(ZkPart *p, bool tell_server);
 extern void own_watch(ZkPart *p);
 extern void own_unwatch(ZkPart *p);
-extern TimestampTz own_watch_due_at(ZkPart *p);
+extern void watch_at_client(const ZkWatchKey *key);
+extern void watch_left_client(const ZkWatchKey *key);
+extern void watch_spent(ZkWatch *w);
+extern bool watch_wanted(const ZkWatchKey *key);
+extern void forget_watches(void);
+extern void own_watch_undue(ZkPart *p);
+extern TimestampTz own_watch_next_due(void);
 extern void set_due_own_watches(void);
 
 /* sequential.c: the sequential-node protocol */
@@ -192,6 +208,8 @@ extern void need_contention_watch(ZkPart *p);
 extern void note_contenders(ZkPart *p, ZkNodeRef *nodes, int n, int self);
 extern void cohort_update(ZkPart *p);
 extern void expire_retained(void);
+extern void unretain(ZkPart *p);
+extern TimestampTz retained_until(void);
 
 /* reconciler.c: parents and the reconciler */
 extern HTAB *parents;
@@ -200,6 +218,9 @@ extern TimestampTz next_reconcile;
 extern const ZkDriver reconciler_driver;
 
 extern ZkParent *parent_entry(const char *path, bool create);
+extern void parents_init(void);
+extern void parts_at_add(ZkPart *p);
+extern void parts_at_remove(ZkPart *p);
 extern void parent_known(const char *path, bool known);
 extern void reconcile(void);
 

@@ -37,6 +37,44 @@
 
 #include "worker/engine_internal.h"
 
+/* The parts that keep their node without holders (retain_until set). */
+static dlist_head retained = DLIST_STATIC_INIT(retained);
+
+/* Keep the part's node without holders until then. */
+static void
+retain(ZkPart *p, TimestampTz until)
+{
+	if (p->retain_until == 0)
+		dlist_push_tail(&retained, &p->retain_link);
+	p->retain_until = until;
+}
+
+/* The part no longer keeps its node for retention. */
+void
+unretain(ZkPart *p)
+{
+	if (p->retain_until != 0)
+		dlist_delete(&p->retain_link);
+	p->retain_until = 0;
+}
+
+/* When the first retained part's time is up, or 0. */
+TimestampTz
+retained_until(void)
+{
+	TimestampTz next = 0;
+	dlist_iter	it;
+
+	dlist_foreach(it, &retained)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, retain_link, it.cur);
+
+		if (next == 0 || p->retain_until < next)
+			next = p->retain_until;
+	}
+	return next;
+}
+
 /*
  * Did the request of op come after the part saw a contender elsewhere?
  * Granting it locally then lets it overtake that contender.  (The request
@@ -206,7 +244,7 @@ cohort_update(ZkPart *p)
 		ZkOpen	   *o = open_entry(d->kind, p->name, HASH_ENTER);
 
 		fresh->cohort = true;	/* whatever zklock.local_handoff says now */
-		o->part = fresh;
+		open_set(o, fresh);
 		while (!dlist_is_empty(&p->waiters))
 		{
 			int			id = dlist_container(ZkOp, link,
@@ -223,8 +261,8 @@ cohort_update(ZkPart *p)
 		if (p->holds && !p->closed && p->contended_since == 0 &&
 			zklock_retain_time > 0)
 		{
-			p->retain_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														  zklock_retain_time);
+			retain(p, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  zklock_retain_time));
 			need_contention_watch(p);
 		}
 		else
@@ -232,18 +270,24 @@ cohort_update(ZkPart *p)
 	}
 }
 
-/* Parts kept after their last holder: let go of those whose time is up. */
+/*
+ * Parts kept after their last holder: let go of those whose time is up
+ * (only the retained parts are looked at).
+ */
 void
 expire_retained(void)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 	dlist_mutable_iter it;
 
-	dlist_foreach_modify(it, &parts)
+	if (dlist_is_empty(&retained))
+		return;
+	now = GetCurrentTimestamp();
+	dlist_foreach_modify(it, &retained)
 	{
-		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+		ZkPart	   *p = dlist_container(ZkPart, retain_link, it.cur);
 
-		if (p->retain_until != 0 && !has_entries(p) &&
+		if (!has_entries(p) &&
 			(now >= p->retain_until || p->contended_since != 0 ||
 			 p->revoke_requested))
 			zk_part_drop(p);

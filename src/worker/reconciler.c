@@ -5,7 +5,9 @@
  *
  * Parents: the engine remembers the parents it created or saw (a hint: a
  * create sends no create for a parent known to exist, and a ZNONODE makes
- * it forget them), and when a node of ours was last under each.
+ * it forget them), and when a node of ours was last under each.  It also
+ * keeps the parts by their parent (parts_at), so that what concerns a
+ * parent costs what is under it, not what the instance holds elsewhere.
  *
  * The reconciler.  A create whose reply was lost is found again by its
  * protected prefix (after a sync, so the server we ask has seen every
@@ -13,12 +15,17 @@
  * our own session that no part claims: every few seconds the parents the
  * instance used lately are listed, and a node whose name carries our
  * session id (shared/nodename.c) and that no part claims is deleted once
- * its ephemeralOwner confirms it is ours.
+ * its ephemeralOwner confirms it is ours.  A parent where every part of
+ * ours holds is not listed: nothing of ours there waits behind a node
+ * nobody claims, and it is listed again once they are done (or when a
+ * create's outcome there was unknown).  So an instance that holds many
+ * locks and does nothing costs ZooKeeper no listings.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "utils/timestamp.h"
 
 #include "worker/engine_internal.h"
@@ -35,22 +42,118 @@ TimestampTz next_reconcile = 0;
 static HASH_SEQ_STATUS reconcile_scan;
 static bool reconcile_scanning = false;
 
+/*
+ * The parts under one parent.  The key points to the parent path of one of
+ * them (sized to the path, not to the longest one allowed).
+ */
+typedef struct ZkPartsAt
+{
+	const char *parent;			/* key */
+	dlist_head	parts;			/* ZkPart.parent_link */
+} ZkPartsAt;
+
+static HTAB *parts_at;
+
+static uint32
+path_ptr_hash(const void *key, Size keysize)
+{
+	const char *path = *(const char *const *) key;
+
+	return hash_bytes((const unsigned char *) path, strlen(path));
+}
+
+static int
+path_ptr_match(const void *key1, const void *key2, Size keysize)
+{
+	return strcmp(*(const char *const *) key1, *(const char *const *) key2);
+}
+
+/* The parents, and the parts by parent; keys are sized to the path. */
+void
+parents_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(const char *);
+	ctl.entrysize = sizeof(ZkParent);
+	ctl.hash = path_ptr_hash;
+	ctl.match = path_ptr_match;
+	ctl.hcxt = engine_context;
+	parents = hash_create("zklock parents", 256, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+						  HASH_CONTEXT);
+	ctl.entrysize = sizeof(ZkPartsAt);
+	parts_at = hash_create("zklock parts by parent", 256, &ctl,
+						   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+						   HASH_CONTEXT);
+}
+
+static ZkPartsAt *
+parts_at_find(const char *parent)
+{
+	return hash_search(parts_at, &parent, HASH_FIND, NULL);
+}
+
+void
+parts_at_add(ZkPart *p)
+{
+	bool		found;
+	ZkPartsAt  *e = hash_search(parts_at, &p->parent, HASH_ENTER, &found);
+
+	if (!found)
+		dlist_init(&e->parts);
+	dlist_push_tail(&e->parts, &p->parent_link);
+}
+
+void
+parts_at_remove(ZkPart *p)
+{
+	ZkPartsAt  *e = parts_at_find(p->parent);
+
+	dlist_delete(&p->parent_link);
+	if (dlist_is_empty(&e->parts))
+		hash_search(parts_at, &p->parent, HASH_REMOVE, NULL);
+	else if (e->parent == p->parent)
+	{
+		/* the key is p's string, which goes with p: take another's */
+		e->parent = dlist_container(ZkPart, parent_link,
+									dlist_head_node(&e->parts))->parent;
+	}
+}
+
+/* Does every part of ours under the parent hold (and is there one)? */
+static bool
+all_hold_at(const char *parent)
+{
+	ZkPartsAt  *e = parts_at_find(parent);
+	dlist_iter	it;
+
+	if (e == NULL)
+		return false;
+	dlist_foreach(it, &e->parts)
+	{
+		ZkPart	   *p = dlist_container(ZkPart, parent_link, it.cur);
+
+		if (!p->holds || p->phase != NODE_EXISTS || p->dead || p->dropping)
+			return false;
+	}
+	return true;
+}
+
 /* ---- parents: known ones, and the ones the reconciler looks at ---- */
 
 ZkParent *
 parent_entry(const char *path, bool create)
 {
-	char		key[ZK_PATH_MAX];
 	bool		found;
 	ZkParent   *e;
 
-	memset(key, 0, sizeof(key));
-	strlcpy(key, path, sizeof(key));
 	if (create && hash_get_num_entries(parents) >= MAX_PARENTS)
-		return hash_search(parents, key, HASH_FIND, NULL);
-	e = hash_search(parents, key, create ? HASH_ENTER : HASH_FIND, &found);
+		return hash_search(parents, &path, HASH_FIND, NULL);
+	e = hash_search(parents, &path, create ? HASH_ENTER : HASH_FIND, &found);
 	if (e && create && !found)
 	{
+		e->path = MemoryContextStrdup(engine_context, path);
 		e->known = false;
 		e->used = 0;
 		e->suspect = false;
@@ -112,7 +215,16 @@ reconcile(void)
 			TimestampDifferenceExceeds(e->used, now, PARENT_FORGET_MS))
 		{
 			/* forgotten (dynahash allows removing the current entry) */
-			hash_search(parents, e->path, HASH_REMOVE, NULL);
+			char	   *path = (char *) e->path;
+
+			hash_search(parents, &path, HASH_REMOVE, NULL);
+			pfree(path);
+			continue;
+		}
+		if (!e->suspect && all_hold_at(e->path))
+		{
+			/* looked at again once they are done: used from then on */
+			e->used = now;
 			continue;
 		}
 		zk_call_list(reconciler, T_RECONCILE, e->path, false);
@@ -129,13 +241,16 @@ reconcile(void)
 static bool
 node_claimed(const char *parent, const char *node)
 {
+	ZkPartsAt  *e = parts_at_find(parent);
 	dlist_iter	it;
 
-	dlist_foreach(it, &parts)
+	if (e == NULL)
+		return false;
+	dlist_foreach(it, &e->parts)
 	{
-		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+		ZkPart	   *p = dlist_container(ZkPart, parent_link, it.cur);
 
-		if (p->phase == NODE_NONE || strcmp(p->parent, parent) != 0)
+		if (p->phase == NODE_NONE)
 			continue;
 		if (strcmp(p->node, node) == 0 ||
 			(p->phase != NODE_EXISTS && p->prefix[0] &&

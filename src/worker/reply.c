@@ -293,6 +293,7 @@ zk_free_entry(int id)
 	e->owner_pid = 0;
 	rows = e->rows;
 	e->rows = 0;
+	dlist_delete(&e->used_link);
 	dlist_push_head(&zk_shared->free_entries, &e->link);
 	LWLockRelease(zk_shared->lock);
 	if (rows != 0)

@@ -70,11 +70,19 @@ seq_create(ZkPart *p)
 	pfree(data);
 }
 
-/* List the parent again, to decide (with a watch where the recipe needs). */
+/*
+ * List the parent again, to decide, with a watch on its children where the
+ * recipe needs one: while the part waits there, and while a holding cohort
+ * part has local requests to hand the lock to or retains its node (see
+ * need_contention_watch).  A holder needs none.
+ */
 void
 seq_list(ZkPart *p)
 {
-	bool		with_watch = p->driver->watch_children || p->cohort;
+	bool		with_watch = !p->holds ?
+		(p->driver->watch_children || p->cohort) :
+		(p->cohort && !p->closed &&
+		 (!dlist_is_empty(&p->waiters) || p->retain_until != 0));
 
 	zk_call_list(p, T_LIST, p->parent, with_watch);
 }

@@ -107,7 +107,15 @@
 /* Replies read from the socket in one turn of the worker, at most. */
 #define MAX_REPLIES_PER_TURN	256
 
+/*
+ * A resumed session whose connection ZooKeeper dropped this many times in a
+ * row before the session could be confirmed on it is closed (see
+ * session_changed).
+ */
+#define MAX_UNCONFIRMED_CONNECTIONS	5
+
 zhandle_t  *zk_zh = NULL;
+void		(*zk_session_disconnected_hook) (void) = NULL;
 
 static bool connected = false;
 static bool ending_old = false; /* zk_zh resumes a dead worker's session */
@@ -121,6 +129,8 @@ static bool authenticated = false;	/* session_auth was sent */
 static bool auth_blocked = false;	/* the file is unusable: try it later */
 static ZkMono confirmed_at = 0;
 static ZkMono next_probe_at = 0;
+static ZkMono connected_at = 0;	/* when the current connection was made */
+static int	unconfirmed_connections = 0;	/* in a row, see session_changed */
 /* why the session is lost, a sentence; set by the watcher, acted on later */
 static const char *lost_reason = NULL;
 static ZkMono reopen_at = 0;	/* retry a failed zookeeper_init then */
@@ -290,6 +300,14 @@ probe_done(int rc, const char *value, const void *data)
 		publish_confirmed((ZkMono) (uintptr_t) data);
 }
 
+/* Send a probe now; the next one is due a quarter of the timeout later. */
+static void
+send_probe(ZkMono now)
+{
+	if (zoo_async(zk_zh, "/", probe_done, (const void *) (uintptr_t) now) == ZOK)
+		next_probe_at = ZkMonoPlusMs(now, zoo_recv_timeout(zk_zh) / 4);
+}
+
 /*
  * The client's session watcher.  Like every ZooKeeper callback it only
  * notes what happened (session_changed() acts on it once
@@ -325,6 +343,29 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 	}
 }
 
+/*
+ * The connection is lost; ZooKeeper may still keep the session.  Noticed
+ * from the watcher's event, or earlier from the client's state (see
+ * zk_session_wait): the client reports the loss to its watcher only at the
+ * next zookeeper_process(), which may also complete the next connection,
+ * and the worker must see every loss to set its watches again.
+ */
+static void
+suspend(void)
+{
+	connected = false;
+	if (confirmed_at >= connected_at)
+		unconfirmed_connections = 0;
+	else
+		unconfirmed_connections++;
+	ereport(LOG,
+			(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
+					(unsigned long long) session_id)));
+	zk_set_last_error("connection to ZooKeeper lost");
+	zk_set_session_state(ZKS_SUSPENDED, session_id,
+						 zoo_recv_timeout(zk_zh), NULL);
+}
+
 /* Act on the connection state the watcher saw last. */
 static void
 session_changed(void)
@@ -338,16 +379,39 @@ session_changed(void)
 	{
 		const clientid_t *cid = zoo_client_id(zk_zh);
 
+		if (cid->client_id == session_id &&
+			unconfirmed_connections >= MAX_UNCONFIRMED_CONNECTIONS)
+		{
+			/*
+			 * ZooKeeper keeps dropping the connection right after
+			 * resuming the session (a request it refuses, such as a
+			 * message longer than its jute.maxbuffer): the session would
+			 * live on without being of use to anyone, keeping its nodes
+			 * from everybody else until it expires.  Close it now, while
+			 * connected, so that ZooKeeper deletes its nodes at once.
+			 */
+			lost_reason = "ZooKeeper kept dropping the connection before the session could be confirmed; the worker closed the session.";
+			return;
+		}
 		connected = true;
+		connected_at = zk_mono_now();
 		backoff_ms = 0;
 		retry_at = 0;
-		next_probe_at = 0;		/* confirm at once */
 		zk_set_last_error("%s", "");	/* what failed before is over */
+
+		/*
+		 * Confirm at once, ahead of whatever the engine sends once it hears
+		 * of the connection (a look at every part): backends vouch for
+		 * their holdings again as soon as the reply comes, however many
+		 * there are.
+		 */
+		send_probe(connected_at);
 		if (cid->client_id != session_id)
 		{
 			/* a new session: the quorum created it just now */
 			session_id = cid->client_id;
 			confirmed_at = 0;
+			unconfirmed_connections = 0;
 			write_session_file(cid);
 			ereport(LOG,
 					(errmsg("zklock connected to ZooKeeper at \"%s\", session 0x%llx, timeout %d ms",
@@ -372,15 +436,7 @@ session_changed(void)
 	}
 	else if ((state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) &&
 			 connected)
-	{
-		connected = false;
-		ereport(LOG,
-				(errmsg("zklock lost its connection to ZooKeeper; session 0x%llx suspended",
-						(unsigned long long) session_id)));
-		zk_set_last_error("connection to ZooKeeper lost");
-		zk_set_session_state(ZKS_SUSPENDED, session_id,
-							 zoo_recv_timeout(zk_zh), NULL);
-	}
+		suspend();
 }
 
 /* ---- authentication ---- */
@@ -970,11 +1026,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	 * not have told us of yet.
 	 */
 	if (zk_session_connected() && now >= next_probe_at)
-	{
-		if (zoo_async(zk_zh, "/", probe_done,
-					  (const void *) (uintptr_t) now) == ZOK)
-			next_probe_at = ZkMonoPlusMs(now, zoo_recv_timeout(zk_zh) / 4);
-	}
+		send_probe(now);
 
 	if (zk_zh && !connected && now < retry_at)
 	{
@@ -1051,6 +1103,21 @@ zk_session_wait(long timeout_ms, const char **why)
 			io |= ZOOKEEPER_READ;
 		if (occurred[i].events & WL_SOCKET_WRITEABLE)
 			io |= ZOOKEEPER_WRITE;
+	}
+
+	/*
+	 * Only zookeeper_process() completes a connection, and the client then
+	 * sends every watch it holds in one message (see watches.c): not
+	 * connected now, whoever must drop them does so before, and the next
+	 * connection is a reconnect (session_changed) even if the client's
+	 * watcher hears of the loss only together with it.
+	 */
+	if (zk_zh && !ending_old && zoo_state(zk_zh) != ZOO_CONNECTED_STATE)
+	{
+		if (connected)
+			suspend();
+		if (zk_session_disconnected_hook)
+			zk_session_disconnected_hook();
 	}
 
 	/* no interrupt may end the process inside the client's callbacks */

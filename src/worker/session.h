@@ -19,6 +19,13 @@
 
 extern zhandle_t *zk_zh;
 
+/*
+ * Called by zk_session_wait() whenever the client is not connected, before
+ * it may connect again (the engine drops the client's watches: see
+ * watches.c).
+ */
+extern void (*zk_session_disconnected_hook) (void);
+
 extern bool zk_session_connected(void);
 extern int64 zk_session_id(void);
 extern struct ACL_vector *zk_session_acl(void);

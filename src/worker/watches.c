@@ -11,10 +11,26 @@
  * watch fires, every part that relied on it looks again (process_fired,
  * engine.c); the watches die with the session (zk_engine_session_lost).
  *
+ * The client re-registers every watch it holds when it connects again, in
+ * one SetWatches message, which the server refuses when it is longer than
+ * its jute.maxbuffer (1 MB by default): it drops the connection, and the
+ * client connects and sends it again, in a loop, until the session is
+ * lost.  With many locks held or waited for, or long names, the watches
+ * would not fit.  So the worker never lets the client re-register any: as
+ * soon as the connection is lost, before the client connects again, it
+ * drops every watch the client holds, on the client only
+ * (zk_engine_drop_watches; the server forgot them with the connection),
+ * and once connected again every part looks again (zk_engine_connected)
+ * and sets again the watches it needs, each with the request that reads
+ * what it watches, so nothing that happened meanwhile is missed.  The
+ * registry therefore also knows which watches the client holds (at_client),
+ * wanted or not, until they fire or are removed.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "utils/timestamp.h"
 
 #include "worker/engine_internal.h"
@@ -23,6 +39,64 @@
 HTAB	   *watches;
 HTAB	   *watch_calls;
 uint32		watch_epoch = 0;	/* bumped when the session's watches die */
+static int	n_at_client = 0;	/* entries the client holds */
+
+static uint32
+watch_key_hash(const void *key, Size keysize)
+{
+	const ZkWatchKey *k = key;
+
+	return hash_bytes((const unsigned char *) k->path, strlen(k->path)) ^
+		(k->children ? 0x9e3779b9 : 0);
+}
+
+static int
+watch_key_match(const void *key1, const void *key2, Size keysize)
+{
+	const ZkWatchKey *k1 = key1;
+	const ZkWatchKey *k2 = key2;
+
+	if (k1->children != k2->children)
+		return 1;
+	return strcmp(k1->path, k2->path);
+}
+
+/* The registry and the count of calls in flight that set a watch. */
+void
+watches_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(ZkWatchKey);
+	ctl.entrysize = sizeof(ZkWatch);
+	ctl.hash = watch_key_hash;
+	ctl.match = watch_key_match;
+	ctl.hcxt = engine_context;
+	watches = hash_create("zklock watches", 64, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+						  HASH_CONTEXT);
+	ctl.entrysize = sizeof(ZkWatchCalls);
+	watch_calls = hash_create("zklock watch calls", 64, &ctl,
+							  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+							  HASH_CONTEXT);
+}
+
+/* A new entry's key: a copy of the path of its own. */
+static void
+own_key(ZkWatchKey *key)
+{
+	key->path = MemoryContextStrdup(engine_context, key->path);
+}
+
+/* Remove an entry (of watches or watch_calls) and its copy of the path. */
+static void
+remove_key(HTAB *htab, ZkWatchKey *key)
+{
+	char	   *path = (char *) key->path;
+
+	hash_search(htab, key, HASH_REMOVE, NULL);
+	pfree(path);
+}
 
 /* The registry's entry of a watch, made if new. */
 static ZkWatch *
@@ -33,24 +107,142 @@ watch_entry(const ZkWatchKey *key)
 
 	if (!found)
 	{
+		own_key(&w->key);
 		dlist_init(&w->parts);
 		dlist_init(&w->owners);
+		w->at_client = false;
 		pg_atomic_fetch_add_u32(&zk_shared->n_watches, 1);
 	}
 	return w;
 }
 
-/* Forget a registry entry no part needs any more; true if it went. */
+/* Does a part rely on the watch? */
+static bool
+wanted(ZkWatch *w)
+{
+	return !dlist_is_empty(&w->parts) || !dlist_is_empty(&w->owners);
+}
+
+bool
+watch_wanted(const ZkWatchKey *key)
+{
+	ZkWatch    *w = hash_search(watches, key, HASH_FIND, NULL);
+
+	return w != NULL && wanted(w);
+}
+
+static void
+remove_entry(ZkWatch *w)
+{
+	if (w->at_client)
+		n_at_client--;
+	remove_key(watches, &w->key);
+	pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+}
+
+/*
+ * The watch fired: the client no longer holds it, and the parts that
+ * relied on it (which the caller took) look again.
+ */
+void
+watch_spent(ZkWatch *w)
+{
+	Assert(!wanted(w));
+	remove_entry(w);
+}
+
+/*
+ * Note that no part needs the watch any more; true if none does.  The
+ * registry forgets it unless the client still holds it.
+ */
 static bool
 watch_unused(const ZkWatchKey *key)
 {
 	ZkWatch    *w = hash_search(watches, key, HASH_FIND, NULL);
 
-	if (w == NULL || !dlist_is_empty(&w->parts) || !dlist_is_empty(&w->owners))
+	if (w == NULL || wanted(w))
 		return false;
-	hash_search(watches, key, HASH_REMOVE, NULL);
-	pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	if (!w->at_client)
+		remove_entry(w);
 	return true;
+}
+
+/* A call that set the watch was answered: the client holds it now. */
+void
+watch_at_client(const ZkWatchKey *key)
+{
+	ZkWatch    *w = watch_entry(key);
+
+	if (!w->at_client)
+		n_at_client++;
+	w->at_client = true;
+}
+
+/* The client no longer holds the watch (its removal was answered). */
+void
+watch_left_client(const ZkWatchKey *key)
+{
+	ZkWatch    *w = hash_search(watches, key, HASH_FIND, NULL);
+
+	if (w == NULL || !w->at_client)
+		return;
+	w->at_client = false;
+	n_at_client--;
+	if (!wanted(w))
+		remove_entry(w);
+}
+
+/*
+ * Forget every watch: the parts relying on one no longer do (they set it
+ * again when they look again), and the calls setting one no longer count.
+ * Those the client holds are removed from it, locally: no request goes to
+ * the server (see the file header).
+ */
+void
+forget_watches(void)
+{
+	HASH_SEQ_STATUS hs;
+	ZkWatch    *w;
+	ZkWatchCalls *wc;
+
+	hash_seq_init(&hs, watches);
+	while ((w = hash_seq_search(&hs)) != NULL)
+	{
+		if (w->at_client && zk_zh != NULL)
+			(void) zoo_aremove_all_watches(zk_zh, w->key.path,
+										   w->key.children ? ZWATCHTYPE_CHILD :
+										   ZWATCHTYPE_DATA, 1, NULL, NULL);
+		while (!dlist_is_empty(&w->parts))
+		{
+			ZkPart	   *p = dlist_container(ZkPart, watch_link,
+											dlist_pop_head_node(&w->parts));
+
+			pfree(p->watch_path);
+			p->watch_path = NULL;
+			p->watch_fired = false;
+		}
+		while (!dlist_is_empty(&w->owners))
+			dlist_container(ZkPart, own_link,
+							dlist_pop_head_node(&w->owners))->own_watch = false;
+		remove_key(watches, &w->key);
+	}
+	pg_atomic_write_u32(&zk_shared->n_watches, 0);
+	n_at_client = 0;
+	hash_seq_init(&hs, watch_calls);
+	while ((wc = hash_seq_search(&hs)) != NULL)
+		remove_key(watch_calls, &wc->key);
+	watch_epoch++;
+}
+
+/*
+ * The connection is lost (the worker loop asks before the client may
+ * connect again): drop the client's watches so that it re-registers none.
+ */
+void
+zk_engine_drop_watches(void)
+{
+	if (n_at_client > 0)
+		forget_watches();
 }
 
 /*
@@ -65,19 +257,21 @@ count_watch_call(const char *path, bool children, int delta)
 	ZkWatchCalls *wc;
 	bool		found;
 
-	memset(&key, 0, sizeof(key));
+	key.path = path;
 	key.children = children;
-	strlcpy(key.path, path, sizeof(key.path));
 	wc = hash_search(watch_calls, &key, delta > 0 ? HASH_ENTER : HASH_FIND,
 					 &found);
 	if (wc == NULL)
 		return 0;
 	if (!found)
+	{
+		own_key(&wc->key);
 		wc->n = 0;
+	}
 	wc->n += delta;
 	if (wc->n > 0)
 		return wc->n;
-	hash_search(watch_calls, &key, HASH_REMOVE, NULL);
+	remove_key(watch_calls, &wc->key);
 	return 0;
 }
 
@@ -102,9 +296,8 @@ watch(ZkPart *p, const char *path, bool children)
 		return;
 	unwatch(p);
 	p->watch_fired = false;
-	memset(&key, 0, sizeof(key));
+	key.path = path;
 	key.children = children;
-	strlcpy(key.path, path, sizeof(key.path));
 	w = watch_entry(&key);
 	dlist_push_tail(&w->parts, &p->watch_link);
 	p->watch_path = MemoryContextStrdup(engine_context, path);
@@ -161,14 +354,13 @@ unwatch_ex(ZkPart *p, bool tell_server)
 	p->watch_fired = false;
 	if (p->watch_path == NULL)
 		return;
-	memset(&key, 0, sizeof(key));
+	key.path = p->watch_path;
 	key.children = p->watch_children;
-	strlcpy(key.path, p->watch_path, sizeof(key.path));
 	dlist_delete(&p->watch_link);
-	pfree(p->watch_path);
-	p->watch_path = NULL;
 	if (watch_unused(&key) && tell_server)
 		remove_watch(&key);
+	pfree(p->watch_path);
+	p->watch_path = NULL;
 }
 
 /*
@@ -184,6 +376,23 @@ static TimestampTz
 own_watch_at(ZkPart *p)
 {
 	return TimestampTzPlusMilliseconds(p->held_since, OWN_WATCH_DELAY_MS);
+}
+
+/*
+ * The holders that will want the data watch on their own node, in the
+ * order they came to hold, so nearly in the order they will want it (one
+ * that came back to the list late waits at most OWN_WATCH_DELAY_MS more):
+ * set_due_own_watches() looks at those due, not at every part.
+ */
+static dlist_head own_due = DLIST_STATIC_INIT(own_due);
+
+/* The part is no longer due an own watch (it has one, or goes). */
+void
+own_watch_undue(ZkPart *p)
+{
+	if (p->own_due)
+		dlist_delete(&p->own_due_link);
+	p->own_due = false;
 }
 
 /* Does the part want the data watch on its own node now? */
@@ -217,19 +426,30 @@ void
 own_watch(ZkPart *p)
 {
 	ZkWatchKey	key;
+	char		path[ZK_PATH_MAX];
 	ZkWatch    *w;
 	ZkCall	   *c;
 
 	if (p->own_watch || !p->driver->revocable || !p->holds || p->dead ||
-		p->dropping || p->phase != NODE_EXISTS || !zk_connected() ||
-		!own_watch_wanted(p))
+		p->dropping || p->phase != NODE_EXISTS || !zk_connected())
 		return;
-	memset(&key, 0, sizeof(key));
-	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
+	if (!own_watch_wanted(p))
+	{
+		if (!p->own_due)
+		{
+			p->own_due = true;
+			dlist_push_tail(&own_due, &p->own_due_link);
+		}
+		return;
+	}
+	own_watch_undue(p);
+	snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+	key.path = path;
+	key.children = false;
 	w = watch_entry(&key);
 	dlist_push_tail(&w->owners, &p->own_link);
 	p->own_watch = true;
-	c = new_call(p, ZKC_GET, T_OWNDATA, key.path);
+	c = new_call(p, ZKC_GET, T_OWNDATA, path);
 	watch_call_sent(c, false);
 	c->own = true;
 	queue_call(c);
@@ -240,47 +460,49 @@ void
 own_unwatch(ZkPart *p)
 {
 	ZkWatchKey	key;
+	char		path[ZK_PATH_MAX];
 
 	if (!p->own_watch)
 		return;
 	p->own_watch = false;
 	dlist_delete(&p->own_link);
-	memset(&key, 0, sizeof(key));
-	snprintf(key.path, sizeof(key.path), "%s/%s", p->parent, p->node);
+	snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+	key.path = path;
+	key.children = false;
 	(void) watch_unused(&key);
 }
 
-/*
- * When a holder of the part will want the data watch on its own node, if
- * it has none yet; 0 when it will not (see own_watch).
- */
+/* When the first holder due a data watch on its own node wants it, or 0. */
 TimestampTz
-own_watch_due_at(ZkPart *p)
+own_watch_next_due(void)
 {
-	if (p->own_watch || !p->holds || !p->driver->revocable || p->dead ||
-		p->dropping)
+	if (dlist_is_empty(&own_due))
 		return 0;
-	return own_watch_at(p);
+	return own_watch_at(dlist_container(ZkPart, own_due_link,
+										dlist_head_node(&own_due)));
 }
 
 /*
- * Set the data watches on their own nodes that holders want by now.  Run
- * at the end of every turn, it also sets at once the watch of a node
- * granted in that turn to a holder that asked to be revocable (the grant's
- * own_watch() came before the grant itself).
+ * Set the data watches on their own nodes that holders want by now (run at
+ * the end of every turn).  A holder that asked to be revocable has it set
+ * when granted (grant, engine.c).
  */
 void
 set_due_own_watches(void)
 {
-	dlist_iter	it;
+	TimestampTz now;
 
-	if (!zk_connected())
+	if (!zk_connected() || dlist_is_empty(&own_due))
 		return;					/* reconnecting advances every part */
-	dlist_foreach(it, &parts)
+	now = GetCurrentTimestamp();
+	while (!dlist_is_empty(&own_due))
 	{
-		ZkPart	   *p = dlist_container(ZkPart, link, it.cur);
+		ZkPart	   *p = dlist_container(ZkPart, own_due_link,
+										dlist_head_node(&own_due));
 
-		if (own_watch_due_at(p) != 0)
-			own_watch(p);
+		if (own_watch_at(p) > now)
+			break;
+		own_watch_undue(p);
+		own_watch(p);
 	}
 }

@@ -75,6 +75,7 @@ zk_worker_main(Datum arg)
 
 	/* takes over (as lost) what a previous incarnation left */
 	zk_engine_init();
+	zk_session_disconnected_hook = zk_engine_drop_watches;
 	batch_size = zk_shared->num_entries;
 	batch = MemoryContextAlloc(TopMemoryContext, sizeof(int) * batch_size);
 
