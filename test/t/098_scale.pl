@@ -1,4 +1,4 @@
-# 094_scale.pl
+# 098_scale.pl
 #    Many held locks with long names through ZooKeeper restarts.  The
 #    ZooKeeper C client re-registers every watch it holds in one SetWatches
 #    message when it connects again, and the server refuses a message
