@@ -568,6 +568,8 @@ free_part(ZkPart *p)
 		return;
 	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	if (p->driver->freed)
+		p->driver->freed(p);
 	unretain(p);
 	own_watch_undue(p);
 	if (p->busy_wait)

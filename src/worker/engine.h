@@ -250,6 +250,9 @@ struct ZkDriver
 	 */
 	bool		(*busy) (ZkPart *p);
 
+	/* The part is freed: the driver forgets whatever refers to it. */
+	void		(*freed) (ZkPart *p);
+
 	/*
 	 * Drivers that keep parts of the instance itself (the leader latch):
 	 * the engine started, the configuration was reloaded, a turn ended, the

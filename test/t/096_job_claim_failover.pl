@@ -50,10 +50,10 @@ sub runs
 # claims the same slot with a timeout and is seen waiting for a's claim.
 sub claimant_and_waiter
 {
-	my ($slot) = @_;
+	my ($slot, $begin) = @_;
 	my $sa = session($pa);
 	my $sb = session($pb);
-	$sa->query_ok('BEGIN');
+	$sa->query_ok($begin // 'BEGIN');
 	is($sa->query_ok(claim_sql($slot, 'NULL')), 't', "$slot: a claims the slot");
 	$sa->query_ok("INSERT INTO work VALUES ('$slot')");
 	$sb->query_ok('BEGIN');
@@ -129,6 +129,28 @@ is(runs($S), 1, "$S: run once, by b");
 ok(poll_status($pa, sub { $_[0]{state} eq 'connected' }, timeout => 30),
 	'a\'s worker has a new session');
 $_->quit foreach ($sa, $sb);
+
+# ---------------------------------------------------------------------------
+note 'the claimant\'s COMMIT fails after its claim was made final';
+
+# A SERIALIZABLE transaction fails at COMMIT (40001) after zklock made its
+# claim final at PRE_COMMIT: the waiter sees a final node, which a's worker
+# then reopens.  The waiter must not take the final node for a done slot.
+$S = '2026-04-01 13:30+00';
+$pa->safe_psql('postgres', 'CREATE TABLE skew (x int)');
+($sa, $sb) = claimant_and_waiter($S, 'BEGIN ISOLATION LEVEL SERIALIZABLE');
+my $other = session($pa);
+$sa->query_ok('SELECT count(*) FROM skew');
+$other->query_ok('BEGIN ISOLATION LEVEL SERIALIZABLE');
+$other->query_ok('SELECT count(*) FROM skew');
+$sa->query_ok('INSERT INTO skew VALUES (1)');
+$other->query_ok('INSERT INTO skew VALUES (2)');
+$other->query_ok('COMMIT');
+($out, $err) = $sa->query('COMMIT');
+is(sqlstate($err), '40001', "$S: a's COMMIT fails after its claim was made final");
+waiter_runs($sb, $S, 'a\'s COMMIT failed');
+is(runs($S), 1, "$S: run once, by b");
+$_->quit foreach ($sa, $sb, $other);
 
 # ---------------------------------------------------------------------------
 note 'a timeout that passes while the other claim is open: false';

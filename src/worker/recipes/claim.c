@@ -91,6 +91,8 @@
 								 * release waits for the reopening */
 #define CLAIM_LOOKING	8		/* someone else's node is there: final? */
 #define CLAIM_WAITING	9		/* ... an open claim: wait for it to end */
+#define CLAIM_FINAL_WAIT 10		/* ... made final a moment ago: its COMMIT
+								 * may still fail and reopen it */
 
 #define NONCE_LEN		ZK_NONCE_LEN
 #define MAX_JOBS		10000
@@ -111,6 +113,17 @@ typedef struct ReopenItem
 static ZkPart *claims_part;		/* the claims' own part */
 static HTAB *jobs;				/* names of the jobs claimed by us */
 static List *reopen = NIL;		/* of ReopenItem, in TopMemoryContext */
+/*
+ * Claims that wait while a final node made a moment ago may still be
+ * reopened (CLAIM_FINAL_WAIT): until when, at the latest.
+ */
+typedef struct FinalWait
+{
+	ZkPart	   *part;
+	ZkMono		until;
+} FinalWait;
+
+static List *final_waits = NIL;	/* of FinalWait, in TopMemoryContext */
 static ZkMono next_sweep = 0;	/* monotonic, as every interval here */
 static ZkMono next_reopen = 0;
 
@@ -278,6 +291,40 @@ claim_taken(ZkPart *p)
 }
 
 /*
+ * The final node of another claim is at the claim's path.  It was made at
+ * that claim's PRE_COMMIT, and its transaction can still fail after that
+ * (a serialization failure, another extension's commit work, the answer
+ * of the finalize lost), and then its worker reopens the slot: at once,
+ * or once it is connected again, within about twice the session timeout.
+ * So a waiting request that finds a final node younger than that keeps
+ * waiting on its watch until that age (claim_run): deleted meanwhile, it
+ * claims again; still there, the slot is done (false).  An older one is
+ * done at once.
+ */
+static void
+claim_final_seen(ZkPart *p, const struct Stat *stat)
+{
+	int64		grace_ms = 2 * (int64) zklock_session_timeout + 2 * REOPEN_INTERVAL_MS;
+	int64		age_ms = (GetCurrentTimestamp() - zk_time(stat->ctime)) / 1000;
+	MemoryContext old;
+	FinalWait  *w;
+
+	if (age_ms >= grace_ms)
+	{
+		claim_taken(p);
+		return;
+	}
+	p->step = CLAIM_FINAL_WAIT;
+	zk_part_wait_on(p, p->node);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	w = palloc(sizeof(FinalWait));
+	w->part = p;
+	w->until = ZkMonoPlusMs(zk_mono_now(), grace_ms - Max(age_ms, 0));
+	final_waits = lappend(final_waits, w);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Someone else's node is at the claim's path.  A request that must not
  * wait is answered false at once.  One that may wait looks at the node,
  * with a data watch: final, the slot is done (false); an open claim, it
@@ -317,6 +364,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 				break;
 			case CLAIM_LOOKING:
 			case CLAIM_WAITING:
+			case CLAIM_FINAL_WAIT:
 				/* the claim waited for ended (its watch), or lost answers */
 				if (!p->dropping)
 					claim_start(p);
@@ -410,7 +458,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 			if (p->step != CLAIM_LOOKING || p->dropping)
 				break;
 			if (r->rc == ZOK && r->has_stat && r->stat.ephemeralOwner == 0)
-				claim_taken(p); /* final: the slot is done */
+				claim_final_seen(p, &r->stat);
 			else if (r->rc == ZOK)
 			{
 				/* open: the watch tells when it is made final or given up */
@@ -551,6 +599,24 @@ claim_busy(ZkPart *p)
 	return it != NULL && it->not_before == 0 && !it->refused;
 }
 
+/* A claim part goes: it waits for nothing any more. */
+static void
+claim_freed(ZkPart *p)
+{
+	ListCell   *lc;
+
+	foreach(lc, final_waits)
+	{
+		FinalWait  *w = lfirst(lc);
+
+		if (w->part == p)
+		{
+			final_waits = foreach_delete_current(final_waits, lc);
+			pfree(w);
+		}
+	}
+}
+
 static void claim_init(void);
 static void claim_reload(void);
 static void claim_run(void);
@@ -562,6 +628,7 @@ const ZkDriver zk_claim_driver = {
 	.step = claim_step,
 	.ask = claim_ask,
 	.busy = claim_busy,
+	.freed = claim_freed,
 	.init = claim_init,
 	.reload = claim_reload,
 	.run = claim_run,
@@ -824,11 +891,33 @@ claim_reload(void)
 static void
 claim_run(void)
 {
-	ZkMono		now;
+	ZkMono		now = zk_mono_now();
+	ListCell   *lc;
+
+	/*
+	 * Waits on a final node whose time is up, while connected: the slot is
+	 * done.  (Waits that went on are dropped: their part moved on.)
+	 */
+	foreach(lc, final_waits)
+	{
+		FinalWait  *w = lfirst(lc);
+		ZkPart	   *p = w->part;
+
+		if (p->step != CLAIM_FINAL_WAIT || p->dropping)
+		{
+			final_waits = foreach_delete_current(final_waits, lc);
+			pfree(w);
+		}
+		else if (now >= w->until && zk_connected())
+		{
+			final_waits = foreach_delete_current(final_waits, lc);
+			pfree(w);
+			claim_taken(p);
+		}
+	}
 
 	if (claims_part == NULL || !zk_connected() || claims_part->inflight > 0)
 		return;
-	now = zk_mono_now();
 	if ((reopen != NIL && now >= next_reopen) ||
 		(zklock_claim_retention > 0 && now >= next_sweep &&
 		 hash_get_num_entries(jobs) > 0))
