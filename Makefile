@@ -8,6 +8,9 @@
 #                                 test/run-tests, which sets everything up.
 #   make dist                     zklock-X.Y.Z.zip for PGXN: the committed
 #                                 tree (HEAD) with the version of META.json
+#   make deb                      Debian packages postgresql-NN-zklock for
+#                                 every PostgreSQL installed here, in deb/
+#                                 (dpkg-buildpackage on a copy of the tree)
 
 MODULE_big = zklock
 OBJS = \
@@ -65,10 +68,11 @@ SHLIB_LINK = -lzookeeper_st
 
 # pg_regress runs on its own temporary instance; test/run-tests writes the
 # configuration (shared_preload_libraries, zklock.hosts of the test
-# ZooKeeper) to $(ZKLOCK_REGRESS_CONF).
+# ZooKeeper) to $(ZKLOCK_REGRESS_CONF).  The test database is UTF8 whatever
+# locale the temporary instance gets (names.sql tests non-ASCII names).
 ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
 REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier dbarrier revoke upgrade
-REGRESS_OPTS = --temp-config=$(ZKLOCK_REGRESS_CONF) \
+REGRESS_OPTS = --encoding=UTF8 --temp-config=$(ZKLOCK_REGRESS_CONF) \
 	--temp-instance=$(CURDIR)/tmp_regress
 
 TAP_TESTS = 1
@@ -86,6 +90,14 @@ include $(PGXS)
 
 # every object depends on the project's headers
 $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h $(srcdir)/src/*/*/*.h)
+
+# Out-of-tree (VPATH) builds, as pg_buildext's build-NN/ directories: the
+# object directories below src/ are made in the build directory (absolute
+# names, which VPATH does not look up in the source tree).
+OBJ_DIRS = $(patsubst %/,%,$(addprefix $(CURDIR)/,$(sort $(dir $(OBJS)))))
+$(OBJS): | $(OBJ_DIRS)
+$(OBJ_DIRS):
+	$(MKDIR_P) $@
 
 # The benchmark (bench/run; not part of the tests): its own ZooKeeper
 # (fsync on) and PostgreSQL instances, pgbench beside Apache Curator and the
@@ -114,3 +126,16 @@ dist:
 	esac
 	git -C $(srcdir) archive --format=zip --prefix=$(EXTENSION)-$(DIST_VERSION)/ -o $(CURDIR)/$(DIST_ZIP) HEAD
 	@echo "wrote $(DIST_ZIP)"
+
+# Debian packages (debian/, pg_buildext): dpkg-buildpackage -b in a copy of
+# the tree (the files git knows, committed or not) in deb/src, so that the
+# packages land in deb/.  debian/control is made anew from
+# debian/control.in for the PostgreSQL versions installed here.
+.PHONY: deb
+deb:
+	rm -rf $(CURDIR)/deb
+	mkdir -p $(CURDIR)/deb/src
+	cd $(srcdir) && git ls-files -z --cached --others --exclude-standard | \
+		tar --null --ignore-failed-read -T - -cf - | tar -C $(CURDIR)/deb/src -xf -
+	cd $(CURDIR)/deb/src && PG_UPDATECONTROL=yes dpkg-buildpackage -us -uc -b
+	@ls $(CURDIR)/deb/*.deb

@@ -64,8 +64,11 @@ GRANT EXECUTE ON FUNCTION zk_lock_try(text), zk_lock_release(text) TO zk_app;
 SET ROLE zk_app;
 SELECT zk_lock_try('reg/priv');
 SELECT zk_lock_release('reg/priv');
--- the credentials file setting is superuser-only
+-- the credentials file setting is superuser-only (the message's wording
+-- differs between PostgreSQL versions, its SQLSTATE does not)
+\set VERBOSITY sqlstate
 SHOW zklock.auth_file;
+\set VERBOSITY default
 SELECT count(*) FROM pg_settings WHERE name = 'zklock.auth_file';
 RESET ROLE;
 SET ROLE zk_mon;

@@ -16,7 +16,9 @@ CREATE SCHEMA upg;
 CREATE FUNCTION public.zk_mine() RETURNS integer LANGUAGE sql AS 'SELECT 1';
 -- Every member of extension zklock, and what defines it: one row per object
 -- and property.  Whatever can differ between two ways of making the
--- extension belongs here.
+-- extension belongs here.  Not the row types of its views and their array
+-- types, which PostgreSQL 17 and later list as members too: they come and go
+-- with their views.
 CREATE FUNCTION upg.zklock_objects(OUT object text, OUT property text, OUT value text)
 RETURNS SETOF record LANGUAGE sql AS $$
 WITH m AS (
@@ -24,7 +26,12 @@ WITH m AS (
            pg_describe_object(d.classid, d.objid, d.objsubid) AS object
       FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
      WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-       AND e.extname = 'zklock')
+       AND e.extname = 'zklock'
+       AND NOT EXISTS (SELECT FROM pg_type t
+                        WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+                          AND (t.typrelid <> 0
+                               OR t.typelem IN (SELECT oid FROM pg_type
+                                                 WHERE typrelid <> 0))))
 SELECT 'extension zklock', 'extension',
        format('version %s, schema %s, relocatable %s, config %s %s',
               extversion, extnamespace::regnamespace, extrelocatable,

@@ -16,10 +16,16 @@ TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC_DIR=$(dirname "$TEST_DIR")
 ZK=$TEST_DIR/zk
 
-# The PostgreSQL 15 installation to build against and test with.
+# The PostgreSQL installation to build against and test with: the one of
+# $PG_CONFIG, otherwise the distribution's (test/deps --pg-version: 15 on
+# Debian 12, 17 on Debian 13), which test/deps installs when missing.
 if [[ -z ${PG_CONFIG:-} ]]; then
-	PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
-	[[ -x $PG_CONFIG ]] || PG_CONFIG=$(command -v pg_config || echo pg_config)
+	if pg_major=$("$TEST_DIR/deps" --pg-version 2> /dev/null); then
+		PG_CONFIG=/usr/lib/postgresql/$pg_major/bin/pg_config
+	else
+		PG_CONFIG=$(command -v pg_config || echo pg_config)
+	fi
+	unset pg_major
 fi
 export PG_CONFIG
 
@@ -78,12 +84,18 @@ build_private()
 # postgresql.conf lines that make a server load zklock from the private
 # installation below $1 (see build_private): the library through
 # dynamic_library_path, the control and SQL files (and $libdir in
-# module_pathname) through Debian's extension_destdir.
+# module_pathname) through Debian's extension_destdir (Debian's 15 to 17)
+# or upstream's extension_control_path (18 on), whichever the server knows.
 install_conf()
 {
 	local dest=$1
 	echo "dynamic_library_path = '$dest$("$PG_CONFIG" --pkglibdir):\$libdir'"
-	echo "extension_destdir = '$dest'"
+	# (grep reads it all: an early exit would fail the pipe under pipefail)
+	if "$(pg_bindir)/postgres" --describe-config | cut -f 1 | grep -x extension_destdir > /dev/null; then
+		echo "extension_destdir = '$dest'"
+	else
+		echo "extension_control_path = '$dest$("$PG_CONFIG" --sharedir):\$system'"
+	fi
 }
 
 # Copy the source tree $1 to $2 (created): the files git knows (tracked and
@@ -119,7 +131,7 @@ run_stage2_as_postgres()
 	local script=$1 rc=0
 	shift
 	id "$PG_OS_USER" > /dev/null 2>&1 ||
-		die "no user '$PG_OS_USER' to run PostgreSQL as (initdb refuses root); is postgresql-15 installed?"
+		die "no user '$PG_OS_USER' to run PostgreSQL as (initdb refuses root); is postgresql-$("$TEST_DIR/deps" --pg-version 2> /dev/null || echo NN) installed?"
 	copy_tree "$SRC_DIR" "$WORK/src"
 	chown -R "$PG_OS_USER:" "$WORK"
 	chmod 700 "$WORK"

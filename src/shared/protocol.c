@@ -52,6 +52,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "shared/pg_compat.h"
 #include "shared/protocol.h"
 
 /*
@@ -290,7 +291,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 	e->generation++;
 	e->state = ZKE_PENDING;
 	e->released = false;
-	e->owner_procno = MyProc->pgprocno;
+	e->owner_procno = ZkMyProcNumber;
 	e->owner_pid = MyProcPid;
 	e->database = MyDatabaseId;
 	e->kind = req->kind;

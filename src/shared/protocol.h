@@ -88,7 +88,7 @@ typedef struct ZkEntry
 	uint32		generation;		/* bumped at every allocation */
 
 	/* fixed while in use: the request */
-	int			owner_procno;	/* pgprocno of the requesting backend */
+	int			owner_procno;	/* ProcGlobal->allProcs index of the requester */
 	int			owner_pid;
 	Oid			database;
 	ZkKind		kind;

@@ -251,8 +251,8 @@ static void queue_parents(ZkPart *p, const char *path);
 static void
 session_node_path(char *buf, int64 session)
 {
-	snprintf(buf, ZK_PATH_MAX, "%s/%s/%016" INT64_MODIFIER "x",
-			 zklock_root, ZK_INSTANCES_DIR, (uint64) session);
+	snprintf(buf, ZK_PATH_MAX, "%s/%s/%016llx",
+			 zklock_root, ZK_INSTANCES_DIR, (unsigned long long) session);
 }
 
 /* Make the session node when the session has none; see above. */

@@ -78,6 +78,7 @@
 #include "utils/timestamp.h"
 #include "postmaster/postmaster.h"
 
+#include "shared/pg_compat.h"
 #include "shared/protocol.h"
 #include "worker/session.h"
 
@@ -936,7 +937,7 @@ wait_set_prepare(int fd, uint32 sock_events)
 		FreeWaitEventSet(wait_set);
 	wait_set = NULL;
 	wait_fd = -1;
-	wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+	wait_set = ZkCreateWaitEventSet(3);
 	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
 					  NULL, NULL);

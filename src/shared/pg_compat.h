@@ -1,0 +1,49 @@
+/*-------------------------------------------------------------------------
+ *
+ * pg_compat.h
+ *	  What differs between the PostgreSQL major versions zklock supports.
+ *
+ * zklock builds against PostgreSQL 15, 16, 17 and 18.  Every difference of
+ * the server's C API that zklock meets is bridged here, under zklock's own
+ * names, so that the rest of the code has no version conditionals:
+ *
+ *	ZkMyProcNumber			this backend's index in ProcGlobal->allProcs
+ *							(17 replaced PGPROC.pgprocno by MyProcNumber)
+ *	ZkCreateWaitEventSet(n)	a wait event set of n events in
+ *							TopMemoryContext, released only by
+ *							FreeWaitEventSet (17 made the first argument a
+ *							ResourceOwner in place of the memory context)
+ *
+ * It also includes the header that declares the wait event sets (18 moved
+ * them from storage/latch.h to storage/waiteventset.h).  Formats of 64-bit
+ * integers need nothing here: "%llx" with an unsigned long long cast works
+ * on every version (18 removed INT64_MODIFIER).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_PG_COMPAT_H
+#define ZKLOCK_PG_COMPAT_H
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+
+#if PG_VERSION_NUM < 150000
+#error "zklock needs PostgreSQL 15 or later"
+#endif
+
+#if PG_VERSION_NUM >= 180000
+#include "storage/waiteventset.h"
+#endif
+
+#if PG_VERSION_NUM >= 170000
+#define ZkMyProcNumber MyProcNumber
+#define ZkCreateWaitEventSet(nevents) CreateWaitEventSet(NULL, (nevents))
+#else
+#define ZkMyProcNumber (MyProc->pgprocno)
+#define ZkCreateWaitEventSet(nevents) \
+	CreateWaitEventSet(TopMemoryContext, (nevents))
+#endif
+
+#endif							/* ZKLOCK_PG_COMPAT_H */
