@@ -199,7 +199,7 @@ sub run_client
 			inv    => $inv,
 			comp   => $comp,
 			result => $res // '',
-			err    => $err // ''
+			err    => ($err // '') =~ s/\s+/ /gr    # one line of the history
 		  };
 		return !$err;
 	};
