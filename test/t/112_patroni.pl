@@ -85,6 +85,10 @@ foreach my $name (qw(m1 m2))
 		'restapi.listen' => "127.0.0.1:$m->{apiport}",
 		'restapi.connect_address' => "127.0.0.1:$m->{apiport}",
 		'zookeeper.hosts' => "['${\ $zk->connect }']",
+		# a failover in seconds rather than a minute (the site's choice)
+		'bootstrap.dcs.ttl' => 8,
+		'bootstrap.dcs.loop_wait' => 1,
+		'bootstrap.dcs.retry_timeout' => 3,
 		'bootstrap.dcs.postgresql.parameters.zklock.hosts' => "'${\ $zk->connect }'",
 		'postgresql.listen' => "127.0.0.1:$m->{pgport}",
 		'postgresql.connect_address' => "127.0.0.1:$m->{pgport}",
