@@ -1138,7 +1138,14 @@ zk_engine_connected(void)
 		if (p->resuming)
 			continue;
 		p->resuming = true;
-		if (p->holds)
+
+		/*
+		 * First what others wait for or what grants: deletes of parts given
+		 * up, waiters, holders with local waiters to hand on to, the
+		 * instance's own parts; holders with nothing to do last.
+		 */
+		if (p->holds && !p->dropping && p->group < 0 &&
+			dlist_is_empty(&p->waiters))
 			dlist_push_tail(&resuming, &p->resume_link);
 		else
 			dlist_push_head(&resuming, &p->resume_link);

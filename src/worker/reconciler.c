@@ -112,7 +112,18 @@ parts_at_remove(ZkPart *p)
 
 	dlist_delete(&p->parent_link);
 	if (dlist_is_empty(&e->parts))
+	{
+		ZkParent   *par = parent_entry(p->parent, false);
+
+		/*
+		 * Our last part there went: the reconciler lists the parent once
+		 * more (it skipped it while every part of ours there held), then
+		 * forgets it PARENT_FORGET_MS later.
+		 */
+		if (par)
+			par->used = GetCurrentTimestamp();
 		hash_search(parts_at, &p->parent, HASH_REMOVE, NULL);
+	}
 	else if (e->parent == p->parent)
 	{
 		/* the key is p's string, which goes with p: take another's */
@@ -222,11 +233,7 @@ reconcile(void)
 			continue;
 		}
 		if (!e->suspect && all_hold_at(e->path))
-		{
-			/* looked at again once they are done: used from then on */
-			e->used = now;
-			continue;
-		}
+			continue;			/* looked at once they are done (below) */
 		zk_call_list(reconciler, T_RECONCILE, e->path, false);
 		n++;
 	}

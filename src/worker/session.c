@@ -381,12 +381,17 @@ session_changed(void)
 		const clientid_t *cid = zoo_client_id(zk_zh);
 
 		if (cid->client_id == session_id &&
-			unconfirmed_connections >= MAX_UNCONFIRMED_CONNECTIONS)
+			unconfirmed_connections >= MAX_UNCONFIRMED_CONNECTIONS &&
+			zk_mono_now() - confirmed_at >
+			(int64) zoo_recv_timeout(zk_zh) * 1000 / 3)
 		{
 			/*
 			 * ZooKeeper keeps dropping the connection right after
 			 * resuming the session (a request it refuses, such as a
-			 * message longer than its jute.maxbuffer): the session would
+			 * message longer than its jute.maxbuffer), and has not
+			 * confirmed it for a third of its timeout (a flapping network
+			 * that still lets the confirmation through is left alone):
+			 * the session would
 			 * live on without being of use to anyone, keeping its nodes
 			 * from everybody else until it expires.  Close it now, while
 			 * connected, so that ZooKeeper deletes its nodes at once.
