@@ -77,7 +77,11 @@ REGRESS_OPTS = --encoding=UTF8 --temp-config=$(ZKLOCK_REGRESS_CONF) \
 
 TAP_TESTS = 1
 PROVE_TESTS = $(or $(ZKLOCK_TAP_TESTS),test/t/*.pl)
-override PROVE_FLAGS += --timer -I $(srcdir)/test/perl
+# Two test files at a time (ZKLOCK_TAP_JOBS): most of a file's time is
+# spent waiting (session timeouts, pg_cron's minute, Patroni's loop), and
+# each has its own ZooKeeper, instances and ports.
+ZKLOCK_TAP_JOBS ?= 2
+override PROVE_FLAGS += --timer -j$(ZKLOCK_TAP_JOBS) -I $(srcdir)/test/perl
 
 EXTRA_CLEAN = tmp_regress tmp_check results regression.diffs regression.out log
 
