@@ -306,8 +306,8 @@ claim_final_seen(ZkPart *p, const struct Stat *stat)
 {
 	int64		grace_ms = 2 * (int64) zklock_session_timeout + 2 * REOPEN_INTERVAL_MS;
 	int64		age_ms = (GetCurrentTimestamp() - zk_time(stat->ctime)) / 1000;
-	MemoryContext old;
-	FinalWait  *w;
+	FinalWait  *w = NULL;
+	ListCell   *lc;
 
 	if (age_ms >= grace_ms)
 	{
@@ -316,12 +316,21 @@ claim_final_seen(ZkPart *p, const struct Stat *stat)
 	}
 	p->step = CLAIM_FINAL_WAIT;
 	zk_part_wait_on(p, p->node);
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	w = palloc(sizeof(FinalWait));
-	w->part = p;
+	foreach(lc, final_waits)	/* one per part (it may look again) */
+	{
+		if (((FinalWait *) lfirst(lc))->part == p)
+			w = lfirst(lc);
+	}
+	if (w == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		w = palloc(sizeof(FinalWait));
+		w->part = p;
+		final_waits = lappend(final_waits, w);
+		MemoryContextSwitchTo(old);
+	}
 	w->until = ZkMonoPlusMs(zk_mono_now(), grace_ms - Max(age_ms, 0));
-	final_waits = lappend(final_waits, w);
-	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -893,28 +902,29 @@ claim_run(void)
 {
 	ZkMono		now = zk_mono_now();
 	ListCell   *lc;
+	List	   *due = NIL;
 
 	/*
 	 * Waits on a final node whose time is up, while connected: the slot is
-	 * done.  (Waits that went on are dropped: their part moved on.)
+	 * done.  (Waits that went on are dropped: their part moved on.)  The
+	 * parts are answered after the walk, as that may free them.
 	 */
 	foreach(lc, final_waits)
 	{
 		FinalWait  *w = lfirst(lc);
 		ZkPart	   *p = w->part;
 
-		if (p->step != CLAIM_FINAL_WAIT || p->dropping)
-		{
-			final_waits = foreach_delete_current(final_waits, lc);
-			pfree(w);
-		}
-		else if (now >= w->until && zk_connected())
-		{
-			final_waits = foreach_delete_current(final_waits, lc);
-			pfree(w);
-			claim_taken(p);
-		}
+		if (p->step == CLAIM_FINAL_WAIT && !p->dropping &&
+			(now < w->until || !zk_connected()))
+			continue;
+		if (p->step == CLAIM_FINAL_WAIT && !p->dropping)
+			due = lappend(due, p);
+		final_waits = foreach_delete_current(final_waits, lc);
+		pfree(w);
 	}
+	foreach(lc, due)
+		claim_taken(lfirst(lc));
+	list_free(due);
 
 	if (claims_part == NULL || !zk_connected() || claims_part->inflight > 0)
 		return;
