@@ -3,7 +3,7 @@
 #    (test/zkfaultproxy between instance a's worker and ZooKeeper withholds
 #    the reply of exactly one request, chosen by its op code and path, then
 #    resets the connection; a reconnects within its session) must not act
-#    twice, nor on what other instances did in between (issue 26):
+#    twice, nor on what other instances did in between:
 #    - an aborted claim's delete: another instance's claim of the slot, or
 #      its final node, is not deleted; a third instance does not get the
 #      slot; the slot has one committed run;

@@ -1,5 +1,5 @@
 # 095_claims_checker.pl
-#    A checker of once-per-slot job claims under network faults (issue 26).
+#    A checker of once-per-slot job claims under network faults.
 #
 #    Three instances sharing one ZooKeeper, three backends each, claim the
 #    slots of one job in a moving window (explicit slot timestamps, a few
