@@ -500,6 +500,25 @@ restart_instance_part(ZkPart *p, const char *why)
 		p->driver->reset(p, why, false);
 }
 
+/*
+ * A hash table of the engine (in engine_context) whose keys are hashed and
+ * compared by the functions given: keys that point to strings sized to them.
+ */
+HTAB *
+engine_hash(const char *name, Size keysize, Size entrysize,
+			HashValueFunc hash, HashCompareFunc match)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = keysize;
+	ctl.entrysize = entrysize;
+	ctl.hash = hash;
+	ctl.match = match;
+	ctl.hcxt = engine_context;
+	return hash_create(name, 64, &ctl,
+					   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+}
+
 static uint32
 open_key_hash(const void *key, Size keysize)
 {
@@ -1282,8 +1301,6 @@ zk_engine_exit(void)
 void
 zk_engine_init(void)
 {
-	HASHCTL		ctl;
-
 	engine_context = AllocSetContextCreate(TopMemoryContext, "zklock engine",
 										   ALLOCSET_DEFAULT_SIZES);
 	zk_turn_context = AllocSetContextCreate(TopMemoryContext, "zklock turn",
@@ -1295,14 +1312,8 @@ zk_engine_init(void)
 
 	watches_init();
 	parents_init();
-	ctl.keysize = sizeof(ZkOpenKey);
-	ctl.entrysize = sizeof(ZkOpen);
-	ctl.hash = open_key_hash;
-	ctl.match = open_key_match;
-	ctl.hcxt = engine_context;
-	open_parts = hash_create("zklock open parts", 64, &ctl,
-							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-							 HASH_CONTEXT);
+	open_parts = engine_hash("zklock open parts", sizeof(ZkOpenKey),
+							 sizeof(ZkOpen), open_key_hash, open_key_match);
 
 	/* a kind's driver puts its nodes where zk_locks shows them */
 	for (int k = 0; k < ZK_NUM_KINDS; k++)

@@ -149,6 +149,8 @@ extern ZkOp *ops;
 extern dlist_head parts;
 extern TimestampTz answered_list_sent_at;
 
+extern HTAB *engine_hash(const char *name, Size keysize, Size entrysize,
+						 HashValueFunc hash, HashCompareFunc match);
 extern bool has_entries(ZkPart *p);
 extern void detach(int id);
 extern void attach(ZkPart *p, int id);

@@ -72,20 +72,10 @@ path_ptr_match(const void *key1, const void *key2, Size keysize)
 void
 parents_init(void)
 {
-	HASHCTL		ctl;
-
-	ctl.keysize = sizeof(const char *);
-	ctl.entrysize = sizeof(ZkParent);
-	ctl.hash = path_ptr_hash;
-	ctl.match = path_ptr_match;
-	ctl.hcxt = engine_context;
-	parents = hash_create("zklock parents", 256, &ctl,
-						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-						  HASH_CONTEXT);
-	ctl.entrysize = sizeof(ZkPartsAt);
-	parts_at = hash_create("zklock parts by parent", 256, &ctl,
-						   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-						   HASH_CONTEXT);
+	parents = engine_hash("zklock parents", sizeof(const char *),
+						  sizeof(ZkParent), path_ptr_hash, path_ptr_match);
+	parts_at = engine_hash("zklock parts by parent", sizeof(const char *),
+						   sizeof(ZkPartsAt), path_ptr_hash, path_ptr_match);
 }
 
 static ZkPartsAt *

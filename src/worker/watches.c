@@ -65,20 +65,11 @@ watch_key_match(const void *key1, const void *key2, Size keysize)
 void
 watches_init(void)
 {
-	HASHCTL		ctl;
-
-	ctl.keysize = sizeof(ZkWatchKey);
-	ctl.entrysize = sizeof(ZkWatch);
-	ctl.hash = watch_key_hash;
-	ctl.match = watch_key_match;
-	ctl.hcxt = engine_context;
-	watches = hash_create("zklock watches", 64, &ctl,
-						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-						  HASH_CONTEXT);
-	ctl.entrysize = sizeof(ZkWatchCalls);
-	watch_calls = hash_create("zklock watch calls", 64, &ctl,
-							  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-							  HASH_CONTEXT);
+	watches = engine_hash("zklock watches", sizeof(ZkWatchKey),
+						  sizeof(ZkWatch), watch_key_hash, watch_key_match);
+	watch_calls = engine_hash("zklock watch calls", sizeof(ZkWatchKey),
+							  sizeof(ZkWatchCalls), watch_key_hash,
+							  watch_key_match);
 }
 
 /* A new entry's key: a copy of the path of its own. */

@@ -495,7 +495,6 @@ claim_step(ZkPart *p, const ZkResult *r)
 				/* no more node of ours to delete: final, or for reopening */
 				pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 				p->phase = NODE_NONE;
-				p->step = CLAIM_OVER;
 				if (r->rc == ZOK && id >= 0)
 				{
 					ReopenItem *it = reopen_find(path, p->extra);
