@@ -215,6 +215,23 @@ sub disarm  { return $_[0]->command('disarm'); }
 
 =pod
 
+=item $proxy->hold_at($ops, $substring)
+
+Arms a one-shot hold: from the server's reply to the next request of one
+of the ops C<$ops> (comma-separated names) whose path contains
+C<$substring>, that reply included, the server's bytes are kept as by
+C<hold> until C<release>.  C<< $proxy->status->{held} >> turns 1 then.
+
+=cut
+
+sub hold_at
+{
+	my ($self, $ops, $sub) = @_;
+	return $self->command(join ' ', 'holdat', $ops, defined $sub ? $sub : ());
+}
+
+=pod
+
 =item $proxy->stop
 
 Stops the proxy (done at the latest when the object goes away).
