@@ -409,16 +409,20 @@ new_part(const ZkDriver *d, const char *name)
 
 	p->driver = d;
 	p->cohort = d->cohort && zklock_local_handoff;
-	p->name = MemoryContextStrdup(engine_context, name);
 	zk_path(path, sizeof(path), name, d->suffix);
-	p->parent = MemoryContextStrdup(engine_context, path);
 	p->checked = (d->begin == NULL);
 	p->group = -1;
 	dlist_init(&p->holders);
 	dlist_init(&p->waiters);
 	dlist_init(&p->leaving);
 	dlist_push_tail(&parts, &p->link);
-	parts_at_add(p);
+	parts_at_add(p, path);		/* sets p->parent */
+	/* the parent's path ends with the name unless the driver adds a suffix */
+	p->name_copied = (d->suffix && d->suffix[0]);
+	if (p->name_copied)
+		p->name = MemoryContextStrdup(engine_context, name);
+	else
+		p->name = p->parent + strlen(p->parent) - strlen(name);
 	nparts++;
 	return p;
 }
@@ -591,10 +595,13 @@ free_part(ZkPart *p)
 		p->driver->freed(p);
 	unretain(p);
 	own_watch_undue(p);
+	own_watch_forget(p);
 	if (p->busy_wait)
 		dlist_delete(&p->busy_link);
 	if (p->resuming)
 		dlist_delete(&p->resume_link);
+	if (p->name_copied)
+		pfree((char *) p->name);
 	parts_at_remove(p);
 	dlist_delete(&p->link);
 	nparts--;
@@ -605,8 +612,6 @@ free_part(ZkPart *p)
 	}
 	if (p->extra)
 		pfree(p->extra);
-	pfree(p->name);
-	pfree(p->parent);
 	pfree(p);
 }
 
@@ -928,10 +933,17 @@ process_call(ZkCall *c)
 		{
 			/* the answer to a removal */
 			if (c->r.rc == ZOK || c->r.rc == ZNOWATCHER)
+			{
 				watch_left_client(&key);
+				if (!key.children)
+					own_watch_left_client(key.path);
+			}
 		}
 		else if (c->own)
-			watch_at_client(&key);
+		{
+			if (c->watch_epoch == watch_epoch)
+				own_watch_set(p);
+		}
 		else
 		{
 			watch_at_client(&key);
@@ -970,10 +982,9 @@ static void
 process_fired(ZkFired *f)
 {
 	dlist_head	woken;
-	dlist_head	owners;
+	ZkPart	   *owner = f->data ? own_watch_fired(f->path) : NULL;
 
 	dlist_init(&woken);
-	dlist_init(&owners);
 	for (int children = 0; children <= 1; children++)
 	{
 		ZkWatchKey	key;
@@ -989,8 +1000,6 @@ process_fired(ZkFired *f)
 		/* the watch is spent: take its parts, then let them set new ones */
 		while (!dlist_is_empty(&w->parts))
 			dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
-		while (!dlist_is_empty(&w->owners))
-			dlist_push_tail(&owners, dlist_pop_head_node(&w->owners));
 		watch_spent(w);
 	}
 
@@ -999,20 +1008,14 @@ process_fired(ZkFired *f)
 	 * latch stops claiming and looks again); a holder reads it again, with
 	 * a new watch (own_watch, from advance).
 	 */
-	while (!dlist_is_empty(&owners))
+	if (owner && !owner->dead && !owner->dropping)
 	{
-		ZkPart	   *p = dlist_container(ZkPart, own_link,
-										dlist_pop_head_node(&owners));
-
-		p->own_watch = false;
-		if (p->dead || p->dropping)
-			continue;
-		if (p->driver->fired)
+		if (owner->driver->fired)
 		{
-			p->need_eval = true;
-			p->driver->fired(p);
+			owner->need_eval = true;
+			owner->driver->fired(owner);
 		}
-		advance(p);
+		advance(owner);
 	}
 	while (!dlist_is_empty(&woken))
 	{

@@ -70,7 +70,8 @@ typedef enum ZkNodePhase
 {
 	NODE_NONE = 0,				/* nothing created (yet, or any more) */
 	NODE_CREATING,				/* create in flight */
-	NODE_UNKNOWN,				/* create's reply lost: look for our prefix */
+	NODE_UNKNOWN,				/* create's reply lost: look for our prefix
+								 * (or the node found by it) */
 	NODE_EXISTS,				/* our node exists */
 	NODE_DELETING				/* delete sent */
 } ZkNodePhase;
@@ -88,25 +89,28 @@ typedef struct ZkDriver ZkDriver;
  */
 struct ZkPart
 {
+	/*
+	 * The fields are ordered to leave little padding: the instance keeps a
+	 * part per lock it holds.
+	 */
 	dlist_node	link;			/* all parts */
 	const ZkDriver *driver;
-	bool		cohort;			/* shared by the instance's entries */
+	const char *name;			/* the recipe's name (lock, group, job): the
+								 * end of parent, or a copy (name_copied) */
+	const char *parent;			/* path of our node's parent (the key of its
+								 * entry among the parents, reconciler.c) */
 	uint32		gen;			/* bumped when the part starts over */
-	char	   *name;			/* the recipe's name (lock, group, job) */
-	char	   *parent;			/* path of our node's parent */
+	bool		cohort;			/* shared by the instance's entries */
+	bool		name_copied;
 
 	/* our node */
 	ZkNodePhase phase;
-	char		node[ZK_NODE_MAX];	/* its name (last path component) */
-	char		prefix[ZK_PROTECTED_PREFIX_LEN + 1];	/* of the current create */
-	int64		czxid;
 	int32		version;		/* of its data, as last seen */
+	int64		czxid;
 	int64		session_id;		/* the session it belongs to */
-	int			inflight;		/* our calls awaiting completion, this gen */
-	uint32		held_in_flush;	/* calls held back by that flush (calls.c) */
-	int			calls;			/* all calls referring to this part */
-	int			parent_tries;	/* parent re-creations, this request */
-	int			parent_error;	/* ZooKeeper's refusal to create a parent */
+	char		node[ZK_NODE_MAX];	/* its name (last path component); a
+									 * sequential node's protected prefix
+									 * while its create is out or lost */
 	bool		need_eval;		/* look again (list and decide) */
 	bool		checked;		/* the driver's kinds-on-one-name check passed */
 	bool		evaluated;		/* decided at least once */
@@ -114,20 +118,24 @@ struct ZkPart
 	bool		dropping;		/* to be deleted once nothing needs it */
 	bool		last_calls;		/* the driver's dropped() has run */
 	bool		busy_wait;		/* kept while the driver's busy() says so */
-	dlist_node	busy_link;		/* while so: on the busy parts */
-	dlist_node	parent_link;	/* among the parts under its parent */
+	int			inflight;		/* our calls awaiting completion, this gen */
+	uint32		held_in_flush;	/* calls held back by that flush (calls.c) */
+	int			calls;			/* all calls referring to this part */
+	int			parent_tries;	/* parent re-creations, this request */
+	int			parent_error;	/* ZooKeeper's refusal to create a parent */
 	bool		resuming;		/* to be resumed after a reconnect */
-	dlist_node	resume_link;
 	bool		dead;			/* to be freed once no call refers to it */
 	bool		delete_unsure;	/* a delete of our node at a path not
 								 * unique to us (ZK_FORM_NONE) may have
 								 * been applied: look (czxid) before
 								 * deleting again */
+	dlist_node	busy_link;		/* while busy_wait: on the busy parts */
+	dlist_node	parent_link;	/* among the parts under its parent */
+	dlist_node	resume_link;
 
 	/* the entries it serves (ZkOp links), holders and waiters in order */
 	dlist_head	holders;
 	dlist_head	waiters;
-	int			nholders;
 
 	/*
 	 * Entries done with the part (released, or a no-wait request that found
@@ -135,40 +143,46 @@ struct ZkPart
 	 * returns only once the node is deleted (see settle_leaving).
 	 */
 	dlist_head	leaving;
+	int			nholders;
 
 	/* local hand-off */
-	bool		closed;			/* grants no more; goes once drained */
 	int			grants;			/* grants on this node so far */
 	int			local_grants;	/* grants while a remote contender waited */
+	bool		closed;			/* grants no more; goes once drained */
+	bool		contention_watch;	/* parent's children are watched */
+	bool		revoke_requested;	/* our node holds Curator's revocation
+									 * message: the part grants no more */
 	TimestampTz contended_since;	/* since when a remote contender may
 									 * have waited (see note_contenders) */
 	TimestampTz clear_at;		/* a listing sent then showed none */
 	TimestampTz retain_until;	/* kept without holders until then */
 	dlist_node	retain_link;	/* while so: on the retained parts */
-	bool		contention_watch;	/* parent's children are watched */
-	bool		revoke_requested;	/* our node holds Curator's revocation
-									 * message: the part grants no more */
 
-	/* the data watch on our own node while it holds (driver "revocable") */
+	/*
+	 * The data watch on our own node while it holds (driver "revocable"):
+	 * not in the registry of watches (see watches.c)
+	 */
 	TimestampTz held_since;		/* when the part's node came to hold */
-	bool		own_watch;
-	dlist_node	own_link;
+	bool		own_watch;		/* relies on it */
+	bool		own_at_client;	/* the client holds it */
+	bool		own_listed;		/* either: on the own-watch parts */
 	bool		own_due;		/* on the parts that want it later */
+	dlist_node	own_link;
 	dlist_node	own_due_link;
 
 	/* the watch this part relies on */
 	char	   *watch_path;
+	dlist_node	watch_link;
 	bool		watch_children;
 	bool		watch_fired;	/* it fired and the part set none since */
-	dlist_node	watch_link;
 
 	/* for the driver */
 	int			step;			/* where a driver's protocol is */
 	int			count;			/* a driver's counter */
 	int32		arg;
+	int			group;			/* leader latch: index in zk_shared->groups */
 	TimestampTz targ;
 	StringInfo	rows;			/* a listing being built */
-	int			group;			/* leader latch: index in zk_shared->groups */
 	char	   *extra;			/* for the driver; pfree'd with the part */
 };
 

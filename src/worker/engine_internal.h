@@ -101,8 +101,6 @@ typedef struct ZkWatch
 {
 	ZkWatchKey	key;
 	dlist_head	parts;			/* parts relying on it (ZkPart.watch_link) */
-	dlist_head	owners;			/* parts watching their own node's data
-								 * (ZkPart.own_link) */
 	bool		at_client;		/* the client holds it (a call set it, and
 								 * it has not fired, been removed or been
 								 * dropped since): kept until then, wanted
@@ -117,13 +115,17 @@ typedef struct ZkWatchCalls
 	int			n;
 } ZkWatchCalls;
 
-/* Parents: known to exist (a hint), and when we last used them. */
+/*
+ * Parents: known to exist (a hint), when we last used them, and our parts
+ * there (an entry stays while it has parts, whose parent path is its key).
+ */
 typedef struct ZkParent
 {
 	const char *path;			/* key: a copy of its own (reconciler.c) */
 	bool		known;			/* created or seen to exist */
 	TimestampTz used;			/* a node of ours was there */
 	bool		suspect;		/* a create's outcome there was unknown */
+	dlist_head	parts;			/* ZkPart.parent_link */
 } ZkParent;
 
 /* The open (accepting) part of a cohort recipe, by kind and name. */
@@ -190,6 +192,10 @@ extern void unwatch(ZkPart *p);
 extern void unwatch_ex(ZkPart *p, bool tell_server);
 extern void own_watch(ZkPart *p);
 extern void own_unwatch(ZkPart *p);
+extern void own_watch_set(ZkPart *p);
+extern ZkPart *own_watch_fired(const char *path);
+extern void own_watch_left_client(const char *path);
+extern void own_watch_forget(ZkPart *p);
 extern void watch_at_client(const ZkWatchKey *key);
 extern void watch_left_client(const ZkWatchKey *key);
 extern void watch_spent(ZkWatch *w);
@@ -221,9 +227,10 @@ extern const ZkDriver reconciler_driver;
 
 extern ZkParent *parent_entry(const char *path, bool create);
 extern void parents_init(void);
-extern void parts_at_add(ZkPart *p);
+extern void parts_at_add(ZkPart *p, const char *parent);
 extern void parts_at_remove(ZkPart *p);
 extern void parent_known(const char *path, bool known);
+extern ZkPart *part_of_node(const char *path);
 extern void reconcile(void);
 
 #ifdef __GNUC__

@@ -5,9 +5,10 @@
  *
  * Parents: the engine remembers the parents it created or saw (a hint: a
  * create sends no create for a parent known to exist, and a ZNONODE makes
- * it forget them), and when a node of ours was last under each.  It also
- * keeps the parts by their parent (parts_at), so that what concerns a
- * parent costs what is under it, not what the instance holds elsewhere.
+ * it forget them), and when a node of ours was last under each.  Each
+ * parent's entry also lists our parts there (parts_at_add), whose parent
+ * path is the entry's: what concerns a parent costs what is under it, not
+ * what the instance holds elsewhere, and a part keeps no copy of its own.
  *
  * The reconciler.  A create whose reply was lost is found again by its
  * protected prefix (after a sync, so the server we ask has seen every
@@ -42,18 +43,6 @@ TimestampTz next_reconcile = 0;
 static HASH_SEQ_STATUS reconcile_scan;
 static bool reconcile_scanning = false;
 
-/*
- * The parts under one parent.  The key points to the parent path of one of
- * them (sized to the path, not to the longest one allowed).
- */
-typedef struct ZkPartsAt
-{
-	const char *parent;			/* key */
-	dlist_head	parts;			/* ZkPart.parent_link */
-} ZkPartsAt;
-
-static HTAB *parts_at;
-
 static uint32
 path_ptr_hash(const void *key, Size keysize)
 {
@@ -68,68 +57,107 @@ path_ptr_match(const void *key1, const void *key2, Size keysize)
 	return strcmp(*(const char *const *) key1, *(const char *const *) key2);
 }
 
-/* The parents, and the parts by parent; keys are sized to the path. */
+/* The parents, with the parts under each; keys are sized to the path. */
 void
 parents_init(void)
 {
 	parents = engine_hash("zklock parents", sizeof(const char *),
 						  sizeof(ZkParent), path_ptr_hash, path_ptr_match);
-	parts_at = engine_hash("zklock parts by parent", sizeof(const char *),
-						   sizeof(ZkPartsAt), path_ptr_hash, path_ptr_match);
 }
 
-static ZkPartsAt *
-parts_at_find(const char *parent)
-{
-	return hash_search(parts_at, &parent, HASH_FIND, NULL);
-}
-
-void
-parts_at_add(ZkPart *p)
+/*
+ * The parent's entry; with create, made if new (beyond MAX_PARENTS only
+ * for a part: force).
+ */
+static ZkParent *
+parent_entry_ex(const char *path, bool create, bool force)
 {
 	bool		found;
-	ZkPartsAt  *e = hash_search(parts_at, &p->parent, HASH_ENTER, &found);
+	ZkParent   *e;
 
-	if (!found)
+	if (create && !force && hash_get_num_entries(parents) >= MAX_PARENTS)
+		create = false;
+	e = hash_search(parents, &path, create ? HASH_ENTER : HASH_FIND, &found);
+	if (e && create && !found)
+	{
+		e->path = MemoryContextStrdup(engine_context, path);
+		e->known = false;
+		e->used = 0;
+		e->suspect = false;
 		dlist_init(&e->parts);
+	}
+	return e;
+}
+
+ZkParent *
+parent_entry(const char *path, bool create)
+{
+	return parent_entry_ex(path, create, false);
+}
+
+/* A new part under parent: it takes the entry's path as its own. */
+void
+parts_at_add(ZkPart *p, const char *parent)
+{
+	ZkParent   *e = parent_entry_ex(parent, true, true);
+
+	p->parent = e->path;
 	dlist_push_tail(&e->parts, &p->parent_link);
 }
 
+/* The part goes (its parent path with it, unless the entry has others). */
 void
 parts_at_remove(ZkPart *p)
 {
-	ZkPartsAt  *e = parts_at_find(p->parent);
+	ZkParent   *e = parent_entry(p->parent, false);
 
 	dlist_delete(&p->parent_link);
-	if (dlist_is_empty(&e->parts))
-	{
-		ZkParent   *par = parent_entry(p->parent, false);
 
-		/*
-		 * Our last part there went: the reconciler lists the parent once
-		 * more (it skipped it while every part of ours there held), then
-		 * forgets it PARENT_FORGET_MS later.
-		 */
-		if (par)
-			par->used = GetCurrentTimestamp();
-		hash_search(parts_at, &p->parent, HASH_REMOVE, NULL);
-	}
-	else if (e->parent == p->parent)
+	/*
+	 * Our last part there went: the reconciler lists the parent once more
+	 * (it skipped it while every part of ours there held), then forgets it
+	 * PARENT_FORGET_MS later.
+	 */
+	if (dlist_is_empty(&e->parts))
+		e->used = GetCurrentTimestamp();
+	p->parent = NULL;
+}
+
+/*
+ * The part whose node is (or was last) at path, or NULL; path is not
+ * empty.
+ */
+ZkPart *
+part_of_node(const char *path)
+{
+	const char *node = zk_node_of(path);
+	char		parent[ZK_PATH_MAX];
+	ZkParent   *e;
+	dlist_iter	it;
+
+	if (node == path || node - path > sizeof(parent))
+		return NULL;
+	strlcpy(parent, path, node - path);
+	e = parent_entry(parent, false);
+	if (e == NULL)
+		return NULL;
+	dlist_foreach(it, &e->parts)
 	{
-		/* the key is p's string, which goes with p: take another's */
-		e->parent = dlist_container(ZkPart, parent_link,
-									dlist_head_node(&e->parts))->parent;
+		ZkPart	   *p = dlist_container(ZkPart, parent_link, it.cur);
+
+		if (strcmp(p->node, node) == 0)
+			return p;
 	}
+	return NULL;
 }
 
 /* Does every part of ours under the parent hold (and is there one)? */
 static bool
-all_hold_at(const char *parent)
+all_hold_at(ZkParent *e)
 {
-	ZkPartsAt  *e = parts_at_find(parent);
 	dlist_iter	it;
 
-	if (e == NULL)
+	if (dlist_is_empty(&e->parts))
 		return false;
 	dlist_foreach(it, &e->parts)
 	{
@@ -142,25 +170,6 @@ all_hold_at(const char *parent)
 }
 
 /* ---- parents: known ones, and the ones the reconciler looks at ---- */
-
-ZkParent *
-parent_entry(const char *path, bool create)
-{
-	bool		found;
-	ZkParent   *e;
-
-	if (create && hash_get_num_entries(parents) >= MAX_PARENTS)
-		return hash_search(parents, &path, HASH_FIND, NULL);
-	e = hash_search(parents, &path, create ? HASH_ENTER : HASH_FIND, &found);
-	if (e && create && !found)
-	{
-		e->path = MemoryContextStrdup(engine_context, path);
-		e->known = false;
-		e->used = 0;
-		e->suspect = false;
-	}
-	return e;
-}
 
 void
 parent_known(const char *path, bool known)
@@ -212,7 +221,7 @@ reconcile(void)
 	{
 		if (e->used == 0 && !e->suspect)
 			continue;
-		if (!e->suspect &&
+		if (!e->suspect && dlist_is_empty(&e->parts) &&
 			TimestampDifferenceExceeds(e->used, now, PARENT_FORGET_MS))
 		{
 			/* forgotten (dynahash allows removing the current entry) */
@@ -222,7 +231,7 @@ reconcile(void)
 			pfree(path);
 			continue;
 		}
-		if (!e->suspect && all_hold_at(e->path))
+		if (!e->suspect && all_hold_at(e))
 			continue;			/* looked at once they are done (below) */
 		zk_call_list(reconciler, T_RECONCILE, e->path, false);
 		n++;
@@ -238,7 +247,7 @@ reconcile(void)
 static bool
 node_claimed(const char *parent, const char *node)
 {
-	ZkPartsAt  *e = parts_at_find(parent);
+	ZkParent   *e = parent_entry(parent, false);
 	dlist_iter	it;
 
 	if (e == NULL)
@@ -247,11 +256,13 @@ node_claimed(const char *parent, const char *node)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, parent_link, it.cur);
 
-		if (p->phase == NODE_NONE)
+		if (p->phase == NODE_NONE || p->node[0] == '\0')
 			continue;
-		if (strcmp(p->node, node) == 0 ||
-			(p->phase != NODE_EXISTS && p->prefix[0] &&
-			 strncmp(node, p->prefix, strlen(p->prefix)) == 0))
+		/* a sequential node's create out or lost: node is its prefix */
+		if ((p->phase == NODE_CREATING || p->phase == NODE_UNKNOWN) &&
+			p->driver->form != ZK_FORM_NONE ?
+			strncmp(node, p->node, strlen(p->node)) == 0 :
+			strcmp(p->node, node) == 0)
 			return true;
 	}
 	return false;

@@ -55,8 +55,9 @@ seq_create(ZkPart *p)
 	}
 	r = pg_prng_uint64(&prefix_prng);
 	memcpy(rnd, &r, sizeof(rnd));
-	zk_make_prefix(p->prefix, sizeof(p->prefix), rnd, (uint64) zk_session());
-	snprintf(path, sizeof(path), "%s/%s%s", p->parent, p->prefix,
+	StaticAssertStmt(sizeof(p->node) > ZK_PROTECTED_PREFIX_LEN, "node");
+	zk_make_prefix(p->node, sizeof(p->node), rnd, (uint64) zk_session());
+	snprintf(path, sizeof(path), "%s/%s%s", p->parent, p->node,
 			 zk_form_base(d->form));
 	p->phase = NODE_CREATING;
 	p->need_eval = true;
@@ -282,11 +283,11 @@ seq_result(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK && p->phase == NODE_UNKNOWN)
 			{
 				/* after a lost create reply: is our node there? */
-				size_t		plen = strlen(p->prefix);
+				size_t		plen = strlen(p->node);
 
 				p->phase = NODE_NONE;
 				for (int i = 0; i < r->nchildren; i++)
-					if (strncmp(r->children[i], p->prefix, plen) == 0)
+					if (plen > 0 && strncmp(r->children[i], p->node, plen) == 0)
 					{
 						char		path[ZK_PATH_MAX];
 

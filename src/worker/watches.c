@@ -11,6 +11,15 @@
  * watch fires, every part that relied on it looks again (process_fired,
  * engine.c); the watches die with the session (zk_engine_session_lost).
  *
+ * The data watch on a holder's own node is not in the registry: its path
+ * is the part's node, which nobody else has, so the part itself says
+ * whether it relies on the watch and whether the client holds it, and a
+ * watch that fired finds its part among the parts by parent
+ * (part_of_node).  An instance holding many locks then keeps, per lock,
+ * only the client's own record of the watch.  Both kinds share the
+ * client's one watcher per path: a removal of the path's data watch that
+ * a waiter no longer needs is not sent while a holder relies on it.
+ *
  * The client re-registers every watch it holds when it connects again, in
  * one SetWatches message, which the server refuses when it is longer than
  * its jute.maxbuffer (1 MB by default): it drops the connection, and the
@@ -40,6 +49,10 @@ HTAB	   *watches;
 HTAB	   *watch_calls;
 uint32		watch_epoch = 0;	/* bumped when the session's watches die */
 static int	n_at_client = 0;	/* entries the client holds */
+
+/* parts relying on the data watch on their own node, or whose the client
+ * holds (ZkPart.own_link) */
+static dlist_head own_parts = DLIST_STATIC_INIT(own_parts);
 
 static uint32
 watch_key_hash(const void *key, Size keysize)
@@ -100,7 +113,6 @@ watch_entry(const ZkWatchKey *key)
 	{
 		own_key(&w->key);
 		dlist_init(&w->parts);
-		dlist_init(&w->owners);
 		w->at_client = false;
 		pg_atomic_fetch_add_u32(&zk_shared->n_watches, 1);
 	}
@@ -111,7 +123,7 @@ watch_entry(const ZkWatchKey *key)
 static bool
 wanted(ZkWatch *w)
 {
-	return !dlist_is_empty(&w->parts) || !dlist_is_empty(&w->owners);
+	return !dlist_is_empty(&w->parts);
 }
 
 bool
@@ -212,10 +224,22 @@ forget_watches(void)
 			p->watch_path = NULL;
 			p->watch_fired = false;
 		}
-		while (!dlist_is_empty(&w->owners))
-			dlist_container(ZkPart, own_link,
-							dlist_pop_head_node(&w->owners))->own_watch = false;
 		remove_key(watches, &w->key);
+	}
+	while (!dlist_is_empty(&own_parts))
+	{
+		ZkPart	   *p = dlist_container(ZkPart, own_link,
+										dlist_head_node(&own_parts));
+
+		if (p->own_at_client && zk_zh != NULL)
+		{
+			char		path[ZK_PATH_MAX];
+
+			snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+			(void) zoo_aremove_all_watches(zk_zh, path, ZWATCHTYPE_DATA, 1,
+										   NULL, NULL);
+		}
+		own_watch_forget(p);
 	}
 	pg_atomic_write_u32(&zk_shared->n_watches, 0);
 	n_at_client = 0;
@@ -232,7 +256,7 @@ forget_watches(void)
 void
 zk_engine_drop_watches(void)
 {
-	if (n_at_client > 0)
+	if (n_at_client > 0 || !dlist_is_empty(&own_parts))
 		forget_watches();
 }
 
@@ -313,9 +337,15 @@ remove_watch(const ZkWatchKey *key)
 {
 	ZkCall	   *c;
 
+	ZkPart	   *owner;
+
 	if (!zk_connected())
 		return;
 	if (hash_search(watch_calls, key, HASH_FIND, NULL) != NULL)
+		return;
+	/* a holder relies on the same (data) watch on its own node */
+	if (!key->children && (owner = part_of_node(key->path)) != NULL &&
+		owner->own_watch)
 		return;
 	c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key->path);
 	c->mode = key->children ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
@@ -362,6 +392,30 @@ unwatch_ex(ZkPart *p, bool tell_server)
  * much later; the reading that sets the watch sees what happened before.
  */
 #define OWN_WATCH_DELAY_MS	100
+
+/*
+ * Keep the part on own_parts while it relies on its own watch or the
+ * client holds it; zk_stats.watches counts them beside the registry's.
+ */
+static void
+own_list(ZkPart *p)
+{
+	bool		listed = p->own_watch || p->own_at_client;
+
+	if (listed == p->own_listed)
+		return;
+	p->own_listed = listed;
+	if (listed)
+	{
+		dlist_push_tail(&own_parts, &p->own_link);
+		pg_atomic_fetch_add_u32(&zk_shared->n_watches, 1);
+	}
+	else
+	{
+		dlist_delete(&p->own_link);
+		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
+	}
+}
 
 static TimestampTz
 own_watch_at(ZkPart *p)
@@ -416,9 +470,7 @@ own_watch_wanted(ZkPart *p)
 void
 own_watch(ZkPart *p)
 {
-	ZkWatchKey	key;
 	char		path[ZK_PATH_MAX];
-	ZkWatch    *w;
 	ZkCall	   *c;
 
 	if (p->own_watch || !p->driver->revocable || !p->holds || p->dead ||
@@ -435,11 +487,8 @@ own_watch(ZkPart *p)
 	}
 	own_watch_undue(p);
 	snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
-	key.path = path;
-	key.children = false;
-	w = watch_entry(&key);
-	dlist_push_tail(&w->owners, &p->own_link);
 	p->own_watch = true;
+	own_list(p);
 	c = new_call(p, ZKC_GET, T_OWNDATA, path);
 	watch_call_sent(c, false);
 	c->own = true;
@@ -450,17 +499,57 @@ own_watch(ZkPart *p)
 void
 own_unwatch(ZkPart *p)
 {
-	ZkWatchKey	key;
-	char		path[ZK_PATH_MAX];
-
 	if (!p->own_watch)
 		return;
 	p->own_watch = false;
-	dlist_delete(&p->own_link);
-	snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
-	key.path = path;
-	key.children = false;
-	(void) watch_unused(&key);
+	own_list(p);
+}
+
+/* The call that set the data watch on the part's own node was answered. */
+void
+own_watch_set(ZkPart *p)
+{
+	p->own_at_client = true;
+	own_list(p);
+}
+
+/*
+ * A data watch on path fired: the part whose own node it is, if it relied
+ * on the watch (the client holds it no more either way), or NULL.
+ */
+ZkPart *
+own_watch_fired(const char *path)
+{
+	ZkPart	   *p = part_of_node(path);
+	bool		relied;
+
+	if (p == NULL || !p->own_listed)
+		return NULL;
+	relied = p->own_watch;
+	p->own_watch = p->own_at_client = false;
+	own_list(p);
+	return relied ? p : NULL;
+}
+
+/* A removal of path's data watches was answered. */
+void
+own_watch_left_client(const char *path)
+{
+	ZkPart	   *p = part_of_node(path);
+
+	if (p != NULL && p->own_at_client)
+	{
+		p->own_at_client = false;
+		own_list(p);
+	}
+}
+
+/* Forget the part's own watch (the session's watches died, or it goes). */
+void
+own_watch_forget(ZkPart *p)
+{
+	p->own_watch = p->own_at_client = false;
+	own_list(p);
 }
 
 /* When the first holder due a data watch on its own node wants it, or 0. */
