@@ -33,7 +33,7 @@
 #include "utils/memutils.h"
 
 #include "shared/protocol.h"
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 #include "worker/session.h"
 #include "worker/worker.h"
 

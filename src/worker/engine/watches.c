@@ -33,7 +33,7 @@
 #include "common/hashfn.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 #include "worker/session.h"
 
 HTAB	   *watches;

@@ -34,7 +34,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 #include "worker/session.h"
 
 dlist_head	completed = DLIST_STATIC_INIT(completed);

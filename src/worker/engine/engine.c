@@ -6,7 +6,7 @@
  * A backend's request (a shared ZkEntry, see shared/protocol.h) is served
  * by a part (ZkPart, engine.h): one participation of the instance in a
  * recipe, with at most one node of ours.  Every recipe is a driver
- * (recipes/):
+ * (worker/recipes/):
  *
  *	- Sequential-node recipes (exclusive lock, read and write lock,
  *	  semaphore lease and entry mutex, leader latch) only say how their node
@@ -27,8 +27,8 @@
  * coming and going, and the start, which takes over the entries a
  * previous worker left.
  *
- * The engine's other files each own one concern; engine_internal.h
- * declares what they share:
+ * The engine's other files (src/worker/engine/) each own one concern;
+ * engine_internal.h declares what they share:
  *
  *	calls.c			calls to ZooKeeper, their completions, the watcher
  *	watches.c		the registry of watches by path
@@ -44,7 +44,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 
 /* Give up re-creating a reaped parent after this many tries in a row. */
 #define MAX_PARENT_TRIES	10

@@ -17,7 +17,7 @@
 #include "lib/ilist.h"
 #include "utils/hsearch.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* fencing token = czxid << TOKEN_SHIFT | grants before it on that node */
 #define TOKEN_SHIFT			10

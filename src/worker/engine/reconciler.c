@@ -28,7 +28,7 @@
 #include "common/hashfn.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 
 /* the reconciler: how often, how many parents a round, for how long */
 #define RECONCILE_INTERVAL_MS	5000
