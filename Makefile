@@ -33,6 +33,7 @@ OBJS = \
 	src/worker/reply.o \
 	src/worker/session.o \
 	src/worker/engine/engine.o \
+	src/worker/engine/part_calls.o \
 	src/worker/engine/calls.o \
 	src/worker/engine/watches.o \
 	src/worker/engine/sequential.o \

@@ -42,7 +42,8 @@
  *	  session.c		the ZooKeeper session: connect, confirm, lose, recover
  *	  engine/		the engine: what the worker does with requests
  *	    engine.c	parts, the entries they serve, the loop's work
- *	    calls.c		calls to ZooKeeper, their completions, the watcher
+ *	    part_calls.c	the calls parts make, booked before they go out
+ *	    calls.c		the I/O: calls sent to ZooKeeper, answers, the watcher
  *	    watches.c	the registry of watches
  *	    sequential.c	the sequential-node protocol all lock recipes share
  *	    handoff.c	local hand-off between the instance's backends, retention

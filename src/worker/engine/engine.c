@@ -30,7 +30,8 @@
  * The engine's other files (src/worker/engine/) each own one concern;
  * engine_internal.h declares what they share:
  *
- *	calls.c			calls to ZooKeeper, their completions, the watcher
+ *	part_calls.c	the calls parts make, booked before they go out
+ *	calls.c			the I/O: calls sent to ZooKeeper, answers, the watcher
  *	watches.c		the registry of watches by path
  *	sequential.c	the sequential-node protocol of the lock recipes
  *	handoff.c		local hand-off between the instance's backends, retention
@@ -63,6 +64,10 @@ dlist_head	parts = DLIST_STATIC_INIT(parts);
 static HTAB *open_parts;
 static int	nparts = 0;
 TimestampTz answered_list_sent_at = 0;	/* of the listing being processed */
+
+/* What calls.c hands back: answered calls, fired watches (zk_calls_init). */
+static dlist_head answered = DLIST_STATIC_INIT(answered);
+static dlist_head fired = DLIST_STATIC_INIT(fired);
 
 static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_LOCK] = &zk_lock_driver,
@@ -1054,6 +1059,19 @@ settle_busy(void)
 }
 
 /*
+ * Send the calls made in this turn (calls.c): the session node is created
+ * first when the writes need it to be coalesced.
+ */
+static void
+send_calls(void)
+{
+	zk_calls_reap_multis();
+	if (zk_session_node_due())
+		create_session_node();
+	zk_calls_flush();
+}
+
+/*
  * Act on everything the ZooKeeper client delivered in this turn (answers,
  * fired watches) and on the engine's timers.  Called by the worker loop
  * after zookeeper_process() returned.
@@ -1061,11 +1079,11 @@ settle_busy(void)
 void
 zk_engine_run(void)
 {
-	while (!dlist_is_empty(&completed) || !dlist_is_empty(&fired))
+	while (!dlist_is_empty(&answered) || !dlist_is_empty(&fired))
 	{
-		while (!dlist_is_empty(&completed))
+		while (!dlist_is_empty(&answered))
 			process_call(dlist_container(ZkCall, link,
-										 dlist_pop_head_node(&completed)));
+										 dlist_pop_head_node(&answered)));
 		while (!dlist_is_empty(&fired))
 			process_fired(dlist_container(ZkFired, link,
 										  dlist_pop_head_node(&fired)));
@@ -1076,14 +1094,14 @@ zk_engine_run(void)
 	settle_busy();
 	reconcile();
 	DRIVER_HOOKS(run);
-	zk_calls_flush();
+	send_calls();
 }
 
 /* Has the ZooKeeper client delivered anything the engine has not acted on? */
 bool
 zk_engine_pending(void)
 {
-	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired) ||
+	return !dlist_is_empty(&answered) || !dlist_is_empty(&fired) ||
 		(!dlist_is_empty(&resuming) && zk_connected()) ||
 		zk_calls_pending();
 }
@@ -1310,6 +1328,7 @@ zk_engine_init(void)
 	ops = MemoryContextAllocZero(engine_context,
 								 sizeof(ZkOp) * zk_shared->num_entries);
 
+	zk_calls_init(&answered, &fired);
 	watches_init();
 	parents_init();
 	open_parts = engine_hash("zklock open parts", sizeof(ZkOpenKey),

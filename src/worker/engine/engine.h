@@ -6,8 +6,9 @@
  *
  * Only the worker process includes this: it is the only code that talks
  * to ZooKeeper.  The engine is the files of src/worker/engine/: engine.c,
- * calls.c, watches.c, sequential.c, handoff.c and reconciler.c (see
- * engine.c); what they share beyond this is in engine_internal.h.
+ * part_calls.c, calls.c, watches.c, sequential.c, handoff.c and
+ * reconciler.c (see engine.c); what they share beyond this is in
+ * engine_internal.h.
  *
  *-------------------------------------------------------------------------
  */
