@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * engine.c
- *	  The engine: parts, the entries they serve, and the loop's work.
+ *	  The engine: parts, the entries they serve, and the turn.
  *
  * A backend's request (a shared ZkEntry, see shared/protocol.h) is served
  * by a part (ZkPart, engine.h): one participation of the instance in a
@@ -22,10 +22,11 @@
  * sends whatever a part needs next; a part no longer needed has its node
  * deleted and goes.  An entry given up is freed only once the part's node
  * no longer stands for it (settle_leaving): a release returns once everyone
- * else can take the lock.  It also owns the loop's work: acting on what
- * the ZooKeeper client delivered in a turn (zk_engine_run), the session's
- * coming and going, and the start, which takes over the entries a
- * previous worker left.
+ * else can take the lock.  It also owns the turn: zk_engine_run, which the
+ * worker loop calls once per wait, lists its steps in the order they run
+ * (take requests, take answers, advance the parts whose time has come, the
+ * instance's own work, send); and the session's coming and going, and the
+ * start, which takes over the entries a previous worker left.
  *
  * The engine's other files (src/worker/engine/) each own one concern;
  * engine_internal.h declares what they share:
@@ -35,7 +36,8 @@
  *	watches.c		the registry of watches by path
  *	sequential.c	the sequential-node protocol of the lock recipes
  *	handoff.c		local hand-off between the instance's backends, retention
- *	reconciler.c	the parents the instance uses, and the reconciler
+ *	reconciler.c	the parents the instance uses, the reconciler, the
+ *					session node's create
  *
  *-------------------------------------------------------------------------
  */
@@ -827,8 +829,8 @@ new_request(int id)
  * An entry was queued: a new request, one given up, or an ask on a held
  * one.
  */
-void
-zk_engine_request(int id)
+static void
+take_request(int id)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 	ZkOp	   *op = &ops[id];
@@ -901,25 +903,26 @@ zk_engine_request(int id)
 						   "Its ZooKeeper session ended.");
 }
 
-/* ---- the loop's work ---- */
+/* ---- one turn ---- */
 
-/* Process one answered call. */
+/*
+ * The registry's side of an answered call (watches.c), before its part
+ * hears of it.
+ *
+ * A watch this call set.  If the part's interest in the path was taken by
+ * a watch that fired while this call was out (the fire came first, so the
+ * watch this call set is a new one), the part decides from this answer and
+ * relies on that new watch: take it on, beside any other part that has
+ * registered for the path since.  Otherwise, when no part wants the watch
+ * any more, make sure it is removed (the part's unwatch() may have sent the
+ * removal already, which the server then applied after this call).  Either
+ * way the client holds it now, until it fires or a removal is answered.
+ */
 static void
-process_call(ZkCall *c)
+watch_answered(ZkCall *c)
 {
 	ZkPart	   *p = c->part;
 
-	/*
-	 * A watch this call set.  If the part's interest in the path was taken
-	 * by a watch that fired while this call was out (the fire came first,
-	 * so the watch this call set is a new one), the part decides from this
-	 * answer and relies on that new watch: take it on, beside any other
-	 * part that has registered for the path since.  Otherwise, when no
-	 * part wants the watch any more, make sure it is removed (the part's
-	 * unwatch() may have sent the removal already, which the server then
-	 * applied after this call).  Either way the client holds it now, until
-	 * it fires or a removal is answered (see watches.c).
-	 */
 	if (c->watched && c->watch_epoch == watch_epoch)
 		(void) count_watch_call(c->path, c->r.type == ZKC_LIST, -1);
 	if (c->watch_set || c->r.tag == T_UNWATCH)
@@ -948,6 +951,15 @@ process_call(ZkCall *c)
 				remove_watch(&key);
 		}
 	}
+}
+
+/* Take one answered call: the registry's side, then its part's. */
+static void
+process_call(ZkCall *c)
+{
+	ZkPart	   *p = c->part;
+
+	watch_answered(c);
 
 	/* p->calls still counts this call: nothing frees p meanwhile */
 	if (c->gen == p->gen && !p->dead)
@@ -1058,9 +1070,58 @@ settle_busy(void)
 	}
 }
 
+/* Step 1: the entries backends queued since the last turn. */
+static void
+take_requests(const int *ids, int n)
+{
+	for (int i = 0; i < n; i++)
+		take_request(ids[i]);
+}
+
 /*
- * Send the calls made in this turn (calls.c): the session node is created
- * first when the writes need it to be coalesced.
+ * Step 2: what the ZooKeeper client delivered (calls.c): the answered
+ * calls, then the fired watches, until none is left.
+ */
+static void
+take_answers(void)
+{
+	while (!dlist_is_empty(&answered) || !dlist_is_empty(&fired))
+	{
+		while (!dlist_is_empty(&answered))
+			process_call(dlist_container(ZkCall, link,
+										 dlist_pop_head_node(&answered)));
+		while (!dlist_is_empty(&fired))
+			process_fired(dlist_container(ZkFired, link,
+										  dlist_pop_head_node(&fired)));
+	}
+}
+
+/*
+ * Step 3: the parts whose time has come, in this order: those resumed
+ * after a reconnect (a batch a turn), the retained ones whose time is up
+ * (handoff.c), the holders due the data watch on their own node
+ * (watches.c), the parts kept while their driver was busy.
+ */
+static void
+advance_due_parts(void)
+{
+	resume_parts();
+	expire_retained();
+	set_due_own_watches();
+	settle_busy();
+}
+
+/* Step 4: the instance's own work: the reconciler, the drivers' hooks. */
+static void
+instance_work(void)
+{
+	reconcile();
+	DRIVER_HOOKS(run);
+}
+
+/*
+ * Step 5: send the calls made in this turn (calls.c); the session node is
+ * created first when the writes need it to be coalesced.
  */
 static void
 send_calls(void)
@@ -1072,28 +1133,33 @@ send_calls(void)
 }
 
 /*
- * Act on everything the ZooKeeper client delivered in this turn (answers,
- * fired watches) and on the engine's timers.  Called by the worker loop
- * after zookeeper_process() returned.
+ * One turn of the engine, called by the worker loop after
+ * zookeeper_process() returned (which put what the client delivered on
+ * the lists of step 2), with the entries backends queued.  Its steps, in
+ * the order they run:
+ *
+ *	1. take_requests		requests become waiters of a part, given-up
+ *							entries leave theirs, asks go to the driver
+ *	2. take_answers			answered calls (the registry's side, then the
+ *							part's driver or sequential.c), then fired
+ *							watches (every part that relied on one looks
+ *							again)
+ *	3. advance_due_parts	resumed after a reconnect, retention over,
+ *							own-node watches due, busy drivers done
+ *	4. instance_work		the reconciler's round, the drivers' run hooks
+ *	5. send_calls			the calls made in steps 1-4 leave together
+ *
+ * Whatever a step changes in a part advances it at once (advance): its
+ * next calls are queued, and the entries leaving it are freed once its
+ * node is no longer kept for them (settle_leaving).
  */
 void
-zk_engine_run(void)
+zk_engine_run(const int *ids, int n)
 {
-	while (!dlist_is_empty(&answered) || !dlist_is_empty(&fired))
-	{
-		while (!dlist_is_empty(&answered))
-			process_call(dlist_container(ZkCall, link,
-										 dlist_pop_head_node(&answered)));
-		while (!dlist_is_empty(&fired))
-			process_fired(dlist_container(ZkFired, link,
-										  dlist_pop_head_node(&fired)));
-	}
-	resume_parts();
-	expire_retained();
-	set_due_own_watches();
-	settle_busy();
-	reconcile();
-	DRIVER_HOOKS(run);
+	take_requests(ids, n);
+	take_answers();
+	advance_due_parts();
+	instance_work();
 	send_calls();
 }
 

@@ -26,8 +26,7 @@
 /* ---- what the worker loop calls ---- */
 
 extern void zk_engine_init(void);
-extern void zk_engine_request(int id);
-extern void zk_engine_run(void);
+extern void zk_engine_run(const int *ids, int n);
 extern void zk_engine_connected(void);
 extern void zk_engine_session_lost(const char *why);
 extern void zk_engine_drop_watches(void);
