@@ -32,12 +32,13 @@ OBJS = \
 	src/worker/worker.o \
 	src/worker/reply.o \
 	src/worker/session.o \
-	src/worker/engine.o \
-	src/worker/calls.o \
-	src/worker/watches.o \
-	src/worker/sequential.o \
-	src/worker/handoff.o \
-	src/worker/reconciler.o \
+	src/worker/engine/engine.o \
+	src/worker/engine/part_calls.o \
+	src/worker/engine/calls.o \
+	src/worker/engine/watches.o \
+	src/worker/engine/sequential.o \
+	src/worker/engine/handoff.o \
+	src/worker/engine/reconciler.o \
 	src/worker/recipes/lock.o \
 	src/worker/recipes/semaphore.o \
 	src/worker/recipes/barrier.o \

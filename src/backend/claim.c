@@ -73,8 +73,8 @@ claim_row_cmp(const void *a, const void *b)
 
 /*
  * The string value of "key" in JSON data zklock wrote (json_string in
- * worker/calls.c escapes only quotes, backslashes and control characters), or
- * NULL.
+ * worker/engine/calls.c escapes only quotes, backslashes and control
+ * characters), or NULL.
  */
 static char *
 json_field(const char *data, const char *key)

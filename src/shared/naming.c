@@ -15,7 +15,7 @@
  *	  that no name can make another lock look held, for zklock, Curator or
  *	  Kazoo;
  *	- the first segment may not be "zklock.instances" (ZK_INSTANCES_DIR:
- *	  the session nodes of the instances' workers, worker/calls.c);
+ *	  the session nodes of the instances' workers, worker/engine/calls.c);
  *	- no segment after the first may be "leases" or "locks" (the children
  *	  of a semaphore in Curator's layout), "ready" (of a double barrier) or
  *	  "claims" (of a job's claims): lock "pool/leases" would otherwise be

@@ -40,12 +40,16 @@
  *	  worker.c		the background worker's wait loop
  *	  reply.c		the worker's side of the request protocol: outcomes
  *	  session.c		the ZooKeeper session: connect, confirm, lose, recover
- *	  engine.c		the engine: parts, the entries they serve, the loop's work
- *	  calls.c		calls to ZooKeeper, their completions, the watcher
- *	  watches.c		the registry of watches
- *	  sequential.c	the sequential-node protocol all lock recipes share
- *	  handoff.c		local hand-off between the instance's backends, retention
- *	  reconciler.c	known parents, and the reconciler of orphaned nodes
+ *	  engine/		the engine: what the worker does with requests
+ *	    engine.c	parts, the entries they serve, the loop's work
+ *	    part_calls.c	the calls parts make, booked before they go out
+ *	    calls.c		the I/O: calls sent to ZooKeeper, answers, the watcher
+ *	    watches.c	the registry of watches
+ *	    sequential.c	the sequential-node protocol all lock recipes share
+ *	    handoff.c	local hand-off between the instance's backends, retention
+ *	    reconciler.c	known parents, and the reconciler of orphaned nodes
+ *	    engine.h	the engine as the worker loop and the drivers see it
+ *	    engine_internal.h	what the engine's files share
  *	  recipes/		the drivers: what each recipe names its node and how it
  *					decides (lock.c, semaphore.c, leader.c, barrier.c,
  *					double_barrier.c, claim.c, revoke.c, inspect.c)
@@ -80,7 +84,7 @@
 #define ZK_PATH_MAX			(ZK_ROOT_MAX + ZK_NAME_MAX + 32 + ZK_NODE_MAX)
 /*
  * The first segment no name may have: <zklock.root>/zklock.instances holds
- * the session node of each instance's worker (worker/calls.c).
+ * the session node of each instance's worker (worker/engine/calls.c).
  */
 #define ZK_INSTANCES_DIR	"zklock.instances"
 /* Room for an error message reported by the worker. */

@@ -1113,7 +1113,7 @@ zk_session_wait(long timeout_ms, const char **why)
 
 	/*
 	 * Only zookeeper_process() completes a connection, and the client then
-	 * sends every watch it holds in one message (see watches.c): not
+	 * sends every watch it holds in one message (see engine/watches.c): not
 	 * connected now, whoever must drop them does so before, and the next
 	 * connection is a reconnect (session_changed) even if the client's
 	 * watcher hears of the loss only together with it.

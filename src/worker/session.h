@@ -22,7 +22,7 @@ extern zhandle_t *zk_zh;
 /*
  * Called by zk_session_wait() whenever the client is not connected, before
  * it may connect again (the engine drops the client's watches: see
- * watches.c).
+ * engine/watches.c).
  */
 extern void (*zk_session_disconnected_hook) (void);
 

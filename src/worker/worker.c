@@ -9,9 +9,9 @@
  * wait on the latch, the ZooKeeper socket and the client's timeout (in
  * zk_session_wait, which also lets the client read every reply already
  * waiting and run their completions and watchers), handle interrupts and
- * configuration reloads, then advance every entry backends have queued
- * and act on the replies.  What the engine sends in a turn leaves
- * together when the turn ends (zk_session_cork); what the socket cannot
+ * configuration reloads, then run one turn of the engine (zk_engine_run)
+ * on the entries backends have queued and the replies.  What the engine
+ * sends in a turn leaves together when the turn ends (zk_session_cork); what the socket cannot
  * take at once the client keeps, and the next wait includes the socket
  * becoming writable, so it is flushed as soon as it can be.
  *
@@ -33,7 +33,7 @@
 #include "utils/memutils.h"
 
 #include "shared/protocol.h"
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 #include "worker/session.h"
 #include "worker/worker.h"
 
@@ -116,9 +116,7 @@ zk_worker_main(Datum arg)
 		n = zk_take_queue(batch, batch_size);
 		if (n > 0 || zk_engine_pending())
 			zk_session_cork(true);
-		for (int i = 0; i < n; i++)
-			zk_engine_request(batch[i]);
-		zk_engine_run();
+		zk_engine_run(batch, n);
 		zk_session_cork(false);
 		MemoryContextReset(zk_turn_context);
 	}

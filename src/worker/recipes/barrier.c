@@ -46,7 +46,7 @@
 #include "utils/elog.h"
 #include "utils/memutils.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* tags of the drivers' calls */
 #define T_SET_CREATE	1

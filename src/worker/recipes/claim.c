@@ -61,7 +61,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* tags */
 #define T_CLAIM_CREATE	1

@@ -65,7 +65,7 @@
 
 #include "utils/memutils.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* tags of the driver's calls */
 #define T_READY			1		/* exists("ready") with a watch */

@@ -33,7 +33,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/memutils.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* tags of the participants' listing */
 #define T_PART_LIST		1

@@ -51,7 +51,7 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* tags of the leader finding (observer and listings) */
 #define T_FIND_LIST		1

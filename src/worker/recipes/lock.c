@@ -34,7 +34,7 @@
 
 #include "utils/elog.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* tags of the kinds check */
 #define T_CHECK_A	1
@@ -199,12 +199,12 @@ entry_step(ZkPart *p, const ZkResult *r)
 
 /*
  * The lock family's drivers differ only in kind, node form and sharing.
- * Exclusive kinds hand the lock on within the instance (handoff.c, local
- * hand-off); readers do not: each has its own node, as in Curator, so that
- * a reader arriving after a waiting writer queues behind it.  Every holder
- * watches its node's data for Curator's revocation message (Curator's
- * InterProcessMutex and the two sides of its read-write lock, which are
- * mutexes too, are revocable; see recipes/revoke.c).
+ * Exclusive kinds hand the lock on within the instance (local hand-off,
+ * worker/engine/handoff.c); readers do not: each has its own node, as in
+ * Curator, so that a reader arriving after a waiting writer queues behind
+ * it.  Every holder watches its node's data for Curator's revocation
+ * message (Curator's InterProcessMutex and the two sides of its read-write
+ * lock, which are mutexes too, are revocable; see recipes/revoke.c).
  */
 #define LOCK_FAMILY_DRIVER(k, f, sh, dec) \
 { \

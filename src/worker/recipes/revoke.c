@@ -8,7 +8,7 @@
  * (ZK_REVOKE_MESSAGE) into the holder's node with setData; a holder that
  * made itself revocable watches its node's data and, seeing that message,
  * is told (Curator's RevocationListener; zklock's holders, see
- * sequential.c).
+ * worker/engine/sequential.c).
  * Revoker.attemptRevoke does that for one node its caller names, usually
  * the first of InterProcessMutex.getParticipantNodes(), i.e. the holder.
  *
@@ -40,7 +40,7 @@
 
 #include "utils/memutils.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* tags of the driver's calls */
 #define T_REVOKE_LIST	1

@@ -31,7 +31,7 @@
  */
 #include "postgres.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 static bool
 lease_counts(ZkForm form)

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * reconciler.c
- *	  The parents the instance uses, and the reconciler.
+ *	  The parents the instance uses, the reconciler, and the instance's
+ *	  session node.
  *
  * Parents: the engine remembers the parents it created or saw (a hint: a
  * create sends no create for a parent known to exist, and a ZNONODE makes
@@ -22,6 +23,10 @@
  * create's outcome there was unknown).  So an instance that holds many
  * locks and does nothing costs ZooKeeper no listings.
  *
+ * The reconciler's part also makes the instance's other calls of its own:
+ * the create of the session node (create_session_node; calls.c says when,
+ * and uses it), and the removals of watches nobody needs (watches.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -29,7 +34,7 @@
 #include "common/hashfn.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 
 /* the reconciler: how often, how many parents a round, for how long */
 #define RECONCILE_INTERVAL_MS	5000
@@ -241,6 +246,20 @@ reconcile(void)
 		reconcile_scanning = false;
 		next_reconcile = TimestampTzPlusMilliseconds(now, RECONCILE_INTERVAL_MS);
 	}
+}
+
+/*
+ * Create the session node (calls.c says when: zk_session_node_due), a call
+ * of the instance's own, whose answer comes back here (reconciler_step).
+ */
+void
+create_session_node(void)
+{
+	char	   *data = zk_node_data(reconciler);
+
+	zk_call_create(reconciler, T_CLOCK, zk_session_node_creating(data), data,
+				   ZOO_EPHEMERAL, true);
+	pfree(data);
 }
 
 /* Is this node claimed by a part, or being looked for by one? */

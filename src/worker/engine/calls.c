@@ -1,44 +1,56 @@
 /*-------------------------------------------------------------------------
  *
  * calls.c
- *	  The engine's calls to ZooKeeper, their completions, and the watcher.
+ *	  The engine's I/O: its calls to ZooKeeper, sent and answered, and the
+ *	  watcher.
  *
- * Every call of a part goes out here (zk_call_create, ..., zk_call_finalize),
- * asynchronously on the worker's session (session.c): queued while the
- * turn runs and sent when it ends (zk_calls_flush), the creates and
- * deletes of lock nodes of all backends coalesced into multi transactions
- * (see there).  Each carries the part's generation, so answers about a
- * part that has started over since (a lost session) are ignored; the
- * answer goes to the part's driver (step) or, for the engine's own tags,
- * to the engine (process_call in engine.c).
+ * What it owns: the calls made in a turn and not sent yet (the outbox),
+ * their sending when the turn ends (zk_calls_flush), asynchronously on the
+ * worker's session (session.c), the creates and deletes of lock nodes of
+ * all backends coalesced into multi transactions (see there), with the
+ * session node that gives such a multi's creates their czxid; the
+ * completions, which hand every answered call back on the list the engine
+ * gave (zk_calls_init), and the watcher, which puts every fired watch on
+ * the other.  A call of a part that started over since it was made (a lost
+ * session) is not sent; its answer is ZCLOSING, as the client gives the
+ * calls of a closed handle.
+ *
+ * What it may call: the ZooKeeper client and session.c, nothing else of
+ * the engine (it allocates in the engine's memory contexts).  Of a call it
+ * knows the ZkCall; of the part that made it only its generation, and its
+ * held_in_flush mark.  What a call means to the engine (the watch it sets,
+ * the parents it needs, the part's calls in flight, the answer's effects)
+ * is the engine's business, before the call is queued (part_calls.c) and
+ * when its answer is taken (zk_engine_run).
  *
  * ZooKeeper callbacks never throw and never touch shared memory: they only
  * copy what they got into the worker's turn memory (allocations that
- * return NULL instead of failing) and queue it (completed, fired).
- * zk_engine_run(), called by the worker loop after zookeeper_process()
- * returned, acts on it.
+ * return NULL instead of failing) and queue it.  zk_engine_run(), called by
+ * the worker loop after zookeeper_process() returned, acts on it.
  *
- * Also here: small helpers about ZooKeeper's answers (connection loss,
- * refusals, nodes of our session) and the data of the nodes we create
- * (zk_node_data).
+ * Also here: small helpers about the session and ZooKeeper's answers
+ * (connection loss, refusals, nodes of our session).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <unistd.h>
-
-#include "access/xlog.h"
-#include "miscadmin.h"
-#include "postmaster/postmaster.h"
-#include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 #include "worker/session.h"
 
-dlist_head	completed = DLIST_STATIC_INIT(completed);
-dlist_head	fired = DLIST_STATIC_INIT(fired);
+/* Where answered calls and fired watches go (zk_calls_init). */
+static dlist_head *answered;
+static dlist_head *fired;
+
+/* Answered calls go on answered_list, fired watches on fired_list. */
+void
+zk_calls_init(dlist_head *answered_list, dlist_head *fired_list)
+{
+	answered = answered_list;
+	fired = fired_list;
+}
 
 /* ---- small helpers ---- */
 
@@ -91,82 +103,6 @@ zk_node_of(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-/* ---- node data: who created a node ---- */
-
-static void
-json_string(StringInfo s, const char *v)
-{
-	appendStringInfoChar(s, '"');
-	for (; *v; v++)
-	{
-		unsigned char c = *v;
-
-		if (c == '"' || c == '\\')
-			appendStringInfo(s, "\\%c", c);
-		else if (c < 0x20)
-			appendStringInfo(s, "\\u%04x", c);
-		else
-			appendStringInfoChar(s, c);
-	}
-	appendStringInfoChar(s, '"');
-}
-
-/*
- * The data of a node we create: a small JSON object naming the instance
- * (cluster_name, system identifier, host:port), and the backend (pid,
- * application_name) the node was created for, or the worker for the
- * instance's own nodes.  README documents it.
- */
-char *
-zk_node_data(ZkPart *p)
-{
-	StringInfoData s;
-	static char host[256];		/* asked once: a system call per node */
-	int			id = zk_part_entry(p);
-	char		sysid[32];
-
-	if (host[0] == '\0')
-	{
-		if (gethostname(host, sizeof(host)) != 0)
-			strcpy(host, "?");
-		host[sizeof(host) - 1] = '\0';
-	}
-	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
-	initStringInfo(&s);
-	appendStringInfoString(&s, "{\"instance\":");
-	json_string(&s, cluster_name && cluster_name[0] ? cluster_name : sysid);
-	appendStringInfoString(&s, ",\"system\":");
-	json_string(&s, sysid);
-	appendStringInfo(&s, ",\"host\":");
-	json_string(&s, psprintf("%s:%d", host, PostPortNumber));
-	if (id >= 0)
-	{
-		appendStringInfo(&s, ",\"pid\":%d,\"app\":", ZK_ENTRY(id)->owner_pid);
-		json_string(&s, ZK_ENTRY(id)->app);
-	}
-	else
-		appendStringInfo(&s, ",\"pid\":%d,\"app\":\"zklock worker\"", MyProcPid);
-	appendStringInfoChar(&s, '}');
-	return s.data;
-}
-
-/*
- * A random nonce of ZK_NONCE_LEN hex digits into buf (ZK_NONCE_LEN + 1
- * bytes), for data that tells our node from another of the same path.
- * False if no random bytes could be had.
- */
-bool
-zk_nonce(char *buf)
-{
-	uint8		rnd[ZK_NONCE_LEN / 2];
-
-	if (!pg_strong_random(rnd, sizeof(rnd)))
-		return false;
-	for (int i = 0; i < (int) sizeof(rnd); i++)
-		snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
-	return true;
-}
-
 /* ---- calls ---- */
 
 /*
@@ -199,7 +135,8 @@ static uint32 flush_count = 0;
 
 /*
  * A multi transaction of several calls' writes.  Its ops and results live
- * until its answer; it is freed at the next flush (spent).
+ * until its answer; it is freed at the next flush (spent, see
+ * zk_calls_reap_multis).
  */
 typedef struct ZkMulti
 {
@@ -246,8 +183,6 @@ static int64 clock_session = 0; /* session it exists in; 0: none known */
 static bool clock_creating = false;
 static TimestampTz clock_retry_at = 0;
 
-static void queue_parents(ZkPart *p, const char *path);
-
 static void
 session_node_path(char *buf, int64 session)
 {
@@ -255,26 +190,30 @@ session_node_path(char *buf, int64 session)
 			 zklock_root, ZK_INSTANCES_DIR, (unsigned long long) session);
 }
 
-/* Make the session node when the session has none; see above. */
-static void
-ensure_clock(void)
+/*
+ * Is the session node to be made before the calls waiting now go out?
+ * When they may be coalesced and the session has none (see above); the
+ * engine then creates it (create_session_node) with the path
+ * zk_session_node_creating() gives.
+ */
+bool
+zk_session_node_due(void)
 {
-	ZkCall	   *c;
+	return zklock_write_batch > 1 && !dlist_is_empty(&outbox) &&
+		clock_session != zk_session() && !clock_creating &&
+		zk_connected() && GetCurrentTimestamp() >= clock_retry_at;
+}
 
-	if (clock_session == zk_session() || clock_creating ||
-		!zk_connected() || GetCurrentTimestamp() < clock_retry_at)
-		return;
+/* The session node is being created with this data: its path. */
+const char *
+zk_session_node_creating(const char *data)
+{
 	session_node_path(clock_path, zk_session());
 	if (clock_data)
 		pfree(clock_data);
-	clock_data = MemoryContextStrdup(engine_context,
-									 zk_node_data(reconciler));
+	clock_data = MemoryContextStrdup(engine_context, data);
 	clock_creating = true;
-	queue_parents(reconciler, clock_path);
-	c = new_call(reconciler, ZKC_CREATE, T_CLOCK, clock_path);
-	c->data = MemoryContextStrdup(engine_context, clock_data);
-	c->mode = ZOO_EPHEMERAL;
-	queue_call(c);
+	return clock_path;
 }
 
 /* The answer to the create of the session node. */
@@ -300,6 +239,7 @@ zk_clock_answered(const ZkResult *r)
 	}
 }
 
+/* A new call of part p; it goes out once on the outbox (outbox_add). */
 ZkCall *
 new_call(ZkPart *p, ZkCallType type, int tag, const char *path)
 {
@@ -314,6 +254,7 @@ new_call(ZkPart *p, ZkCallType type, int tag, const char *path)
 	return c;
 }
 
+/* Free a call whose answer the engine has taken. */
 void
 free_call(ZkCall *c)
 {
@@ -327,15 +268,10 @@ free_call(ZkCall *c)
 	pfree(c);
 }
 
-/*
- * A call is made: it counts as in flight for its part from now on, and
- * goes out when the turn ends (zk_calls_flush).
- */
+/* A call goes out when the turn ends (zk_calls_flush). */
 void
-queue_call(ZkCall *c)
+outbox_add(ZkCall *c)
 {
-	c->part->inflight++;
-	c->part->calls++;
 	dlist_push_tail(&outbox, &c->link);
 	noutbox++;
 }
@@ -367,7 +303,7 @@ zk_calls_session_lost(void)
 										dlist_pop_head_node(&outbox));
 
 		c->r.rc = ZCLOSING;
-		dlist_push_tail(&completed, &c->link);
+		dlist_push_tail(answered, &c->link);
 	}
 	noutbox = nheld = 0;
 	clock_session = 0;
@@ -402,7 +338,7 @@ done(ZkCall *c, int rc)
 	c->clocked = false;
 	if (c->r.rc == ZOK)
 		c->r.rc = rc;
-	dlist_push_tail(&completed, &c->link);
+	dlist_push_tail(answered, &c->link);
 }
 
 static void
@@ -505,7 +441,7 @@ void_done(int rc, const void *data)
  * The answer to a multi of several calls' writes.  A multi is all or
  * nothing.  Done: each call is answered as if sent alone (a create with
  * the Stat a create2 would give, its czxid that of the session node's
- * setData in the same transaction: see ensure_clock).  Lost with
+ * setData in the same transaction: see the session node).  Lost with
  * the connection: each call's outcome is unknown, as a lone call's would
  * be (a create is then found again by its protected prefix).  Refused by
  * ZooKeeper (a parent gone, a node already deleted): nothing was done; the
@@ -574,7 +510,7 @@ multi_done(int rc, const void *data)
 }
 
 /* The watcher of every engine watch: note the path, act later. */
-void
+static void
 engine_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	ZkFired    *f;
@@ -591,7 +527,7 @@ engine_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 	f->data = (type != ZOO_CHILD_EVENT);
 	f->children = (type == ZOO_CHILD_EVENT || type == ZOO_DELETED_EVENT);
 	memcpy(f->path, path, len + 1);
-	dlist_push_tail(&fired, &f->link);
+	dlist_push_tail(fired, &f->link);
 }
 
 static int
@@ -675,7 +611,7 @@ sent(ZkCall *c, int rc)
 	 */
 	elog(DEBUG1, "zklock: ZooKeeper call not sent: %s", zerror(rc));
 	c->r.rc = rc;
-	dlist_push_tail(&completed, &c->link);
+	dlist_push_tail(answered, &c->link);
 }
 
 /* Send calls[0..n-1] (n >= 2) as one multi transaction. */
@@ -761,7 +697,7 @@ send_alone(ZkCall *c)
 	if (c->gen != c->part->gen)
 	{
 		c->r.rc = ZCLOSING;
-		dlist_push_tail(&completed, &c->link);
+		dlist_push_tail(answered, &c->link);
 		return;
 	}
 	if (c->batch)
@@ -778,31 +714,13 @@ send_alone(ZkCall *c)
 }
 
 /*
- * Send the calls made in this turn; called when the turn ends, before the
- * socket is uncorked, so that they leave together.
- *
- * The creates and deletes of the sequential protocol's nodes (every
- * backend's acquires and releases) are coalesced: while a batch of them is
- * in flight, the next ones wait for its answer, then go together, up to
- * zklock.write_batch of them in one multi transaction: one request, one
- * log entry, one fsync and one proposal to an ensemble's followers instead
- * of one each.  So batches grow with the load by themselves, and a lone
- * write is never delayed.  The calls a part made after a write that waits
- * wait with it (the listing after a create must follow it); the others go
- * at once, in the order they were made.  Taking a create or delete ahead
- * of calls made before it, or after it by other parts, is safe: they are
- * independent requests that the server could have received in either
- * order.
+ * The multis answered since the last flush: say what became of them, and
+ * free them.  One refused at the session node's write means the node is
+ * gone (or refuses us): creates go alone until it is made again.
  */
 void
-zk_calls_flush(void)
+zk_calls_reap_multis(void)
 {
-	ZkCall	  **batch = NULL;
-	int			nbatch = 0;
-	Size		bytes = 0;
-	bool		coalesce = zklock_write_batch > 1;
-	dlist_mutable_iter it;
-
 	while (!dlist_is_empty(&spent))
 	{
 		ZkMulti    *m = dlist_container(ZkMulti, link,
@@ -828,11 +746,38 @@ zk_calls_flush(void)
 		}
 		free_multi(m);
 	}
+}
+
+/*
+ * Send the calls made in this turn; called when the turn ends, before the
+ * socket is uncorked, so that they leave together (after
+ * zk_calls_reap_multis, and the session node's create if due).
+ *
+ * The creates and deletes of the sequential protocol's nodes (every
+ * backend's acquires and releases) are coalesced: while a batch of them is
+ * in flight, the next ones wait for its answer, then go together, up to
+ * zklock.write_batch of them in one multi transaction: one request, one
+ * log entry, one fsync and one proposal to an ensemble's followers instead
+ * of one each.  So batches grow with the load by themselves, and a lone
+ * write is never delayed.  The calls a part made after a write that waits
+ * wait with it (the listing after a create must follow it); the others go
+ * at once, in the order they were made.  Taking a create or delete ahead
+ * of calls made before it, or after it by other parts, is safe: they are
+ * independent requests that the server could have received in either
+ * order.
+ */
+void
+zk_calls_flush(void)
+{
+	ZkCall	  **batch = NULL;
+	int			nbatch = 0;
+	Size		bytes = 0;
+	bool		coalesce = zklock_write_batch > 1;
+	dlist_mutable_iter it;
+
 	nheld = 0;
 	if (dlist_is_empty(&outbox))
 		return;
-	if (coalesce)
-		ensure_clock();
 	flush_count++;
 
 	if (coalesce && write_batches >= MAX_WRITES_IN_FLIGHT && zk_connected())
@@ -893,6 +838,19 @@ zk_calls_flush(void)
 		pfree(batch);
 }
 
+/*
+ * Drop the client's watch on path, on the client only: no request goes to
+ * the server (see watches.c).
+ */
+void
+zk_client_drop_watch(const char *path, bool children)
+{
+	if (zk_zh != NULL)
+		(void) zoo_aremove_all_watches(zk_zh, path,
+									   children ? ZWATCHTYPE_CHILD :
+									   ZWATCHTYPE_DATA, 1, NULL, NULL);
+}
+
 /* Are calls waiting that a flush would send now? */
 bool
 zk_calls_pending(void)
@@ -900,153 +858,3 @@ zk_calls_pending(void)
 	return noutbox > nheld || (nheld > 0 && write_batches < MAX_WRITES_IN_FLIGHT);
 }
 
-/* Create every missing ancestor of path, as CONTAINER nodes, in order. */
-static void
-queue_parents(ZkPart *p, const char *path)
-{
-	char		anc[ZK_PATH_MAX];
-	char	   *slash;
-	int			start = 0;
-
-	strlcpy(anc, path, sizeof(anc));
-	*strrchr(anc, '/') = '\0';
-	/* find the deepest ancestor known to exist */
-	for (;;)
-	{
-		ZkParent   *e = parent_entry(anc, false);
-
-		if ((e && e->known) || (slash = strrchr(anc, '/')) == anc)
-			break;
-		*slash = '\0';
-	}
-	if (!parent_entry(anc, false) || !parent_entry(anc, false)->known)
-		start = 0;
-	else
-		start = strlen(anc);
-	strlcpy(anc, path, sizeof(anc));
-	for (char *q = strchr(anc + start + 1, '/'); q; q = strchr(q + 1, '/'))
-	{
-		ZkCall	   *pc;
-
-		*q = '\0';
-		pc = new_call(p, ZKC_CREATE, T_PARENT, anc);
-		pc->mode = ZOO_CONTAINER;
-		queue_call(pc);
-		*q = '/';
-	}
-}
-
-void
-zk_call_create(ZkPart *p, int tag, const char *path, const char *data,
-			   int mode, bool parents_too)
-{
-	ZkCall	   *c;
-
-	if (parents_too)
-		queue_parents(p, path);
-	c = new_call(p, ZKC_CREATE, tag, path);
-	c->data = data ? MemoryContextStrdup(engine_context, data) : NULL;
-	c->mode = mode;
-
-	/*
-	 * A driver whose check is sent right behind the create (begin without
-	 * precheck) needs that order even if a refused multi sends the create
-	 * again later: its creates are not coalesced.
-	 */
-	c->batch = (tag == T_CREATE && !parents_too &&
-				(p->driver->begin == NULL || p->driver->precheck != NULL));
-	queue_call(c);
-}
-
-/* Queue a call that sets the part's watch on its path. */
-static void
-queue_watching(ZkCall *c, bool children)
-{
-	watch(c->part, c->path, children);
-	watch_call_sent(c, children);
-	queue_call(c);
-}
-
-void
-zk_call_list(ZkPart *p, int tag, const char *path, bool with_watch)
-{
-	ZkCall	   *c = new_call(p, ZKC_LIST, tag, path);
-
-	c->sent_at = GetCurrentTimestamp();
-	if (with_watch)
-		queue_watching(c, true);
-	else
-		queue_call(c);
-}
-
-void
-zk_call_get(ZkPart *p, int tag, const char *path, bool with_watch)
-{
-	ZkCall	   *c = new_call(p, ZKC_GET, tag, path);
-
-	if (with_watch)
-		queue_watching(c, false);
-	else
-		queue_call(c);
-}
-
-void
-zk_call_exists(ZkPart *p, int tag, const char *path)
-{
-	queue_call(new_call(p, ZKC_EXISTS, tag, path));
-}
-
-/*
- * exists with a data watch: it fires when the node is created, changed or
- * deleted (set whether the node exists or not).
- */
-void
-zk_call_exists_watch(ZkPart *p, int tag, const char *path)
-{
-	queue_watching(new_call(p, ZKC_EXISTS, tag, path), false);
-}
-
-void
-zk_call_delete(ZkPart *p, int tag, const char *path, int version)
-{
-	ZkCall	   *c = new_call(p, ZKC_DELETE, tag, path);
-
-	c->version = version;
-	c->batch = (tag == T_DELETE);
-	queue_call(c);
-}
-
-/* setData of path (version -1: whatever its version); the answer has the
- * node's new Stat */
-void
-zk_call_set(ZkPart *p, int tag, const char *path, const char *data,
-			int version)
-{
-	ZkCall	   *c = new_call(p, ZKC_SET, tag, path);
-
-	c->data = data ? MemoryContextStrdup(engine_context, data) : NULL;
-	c->version = version;
-	queue_call(c);
-}
-
-void
-zk_call_sync(ZkPart *p, int tag, const char *path)
-{
-	queue_call(new_call(p, ZKC_SYNC, tag, path));
-}
-
-/*
- * Turn our ephemeral node at path (of data version "version") into a
- * persistent one with the given data, atomically: a multi of its delete and
- * a create of the same path.  Either both happen or neither.
- */
-void
-zk_call_finalize(ZkPart *p, int tag, const char *path, int version,
-				 const char *data)
-{
-	ZkCall	   *c = new_call(p, ZKC_MULTI, tag, path);
-
-	c->data = MemoryContextStrdup(engine_context, data);
-	c->version = version;
-	queue_call(c);
-}

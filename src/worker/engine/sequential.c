@@ -27,7 +27,7 @@
 #include "common/pg_prng.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 
 static pg_prng_state prefix_prng;
 static bool prefix_prng_seeded = false;

@@ -2,7 +2,8 @@
  *
  * engine_internal.h
  *	  What the engine's files share, and nobody else sees: engine.c,
- *	  calls.c, watches.c, sequential.c, handoff.c, reconciler.c.
+ *	  part_calls.c, calls.c, watches.c, sequential.c, handoff.c,
+ *	  reconciler.c.
  *
  * The worker loop and the drivers see the engine through engine.h.  The
  * names declared here are the engine's own and short; they are hidden, so
@@ -17,7 +18,7 @@
 #include "lib/ilist.h"
 #include "utils/hsearch.h"
 
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 /* fencing token = czxid << TOKEN_SHIFT | grants before it on that node */
 #define TOKEN_SHIFT			10
@@ -56,7 +57,7 @@ typedef struct ZkOp
 typedef struct ZkCall
 {
 	dlist_node	link;			/* on the outbox until sent (calls.c), on
-								 * the completed list once answered */
+								 * the answered list once answered */
 	ZkPart	   *part;
 	uint32		gen;			/* the part's generation when sent */
 	ZkResult	r;
@@ -164,19 +165,22 @@ extern void open_set(ZkOpen *o, ZkPart *p);
 extern void close_part(ZkPart *p);
 extern void advance(ZkPart *p);
 
-/* calls.c: calls and what they deliver */
-extern dlist_head completed;
-extern dlist_head fired;
-
-extern ZkCall *new_call(ZkPart *p, ZkCallType type, int tag, const char *path);
+/* part_calls.c: the calls parts make, booked by the engine */
 extern void queue_call(ZkCall *c);
+
+/* calls.c: the I/O, a leaf: sends calls, hands back answers and fires */
+extern void zk_calls_init(dlist_head *answered_list, dlist_head *fired_list);
+extern ZkCall *new_call(ZkPart *p, ZkCallType type, int tag, const char *path);
+extern void outbox_add(ZkCall *c);
 extern void free_call(ZkCall *c);
-extern void zk_calls_flush(void);
+extern void zk_calls_reap_multis(void);
+extern bool zk_session_node_due(void);
+extern const char *zk_session_node_creating(const char *data);
 extern void zk_clock_answered(const ZkResult *r);
+extern void zk_calls_flush(void);
 extern void zk_calls_session_lost(void);
 extern bool zk_calls_pending(void);
-extern void engine_watcher(zhandle_t *zh, int type, int state,
-						   const char *path, void *ctx);
+extern void zk_client_drop_watch(const char *path, bool children);
 
 /* watches.c: the registry of watches */
 extern HTAB *watches;
@@ -232,6 +236,7 @@ extern void parts_at_remove(ZkPart *p);
 extern void parent_known(const char *path, bool known);
 extern ZkPart *part_of_node(const char *path);
 extern void reconcile(void);
+extern void create_session_node(void);
 
 #ifdef __GNUC__
 #pragma GCC visibility pop

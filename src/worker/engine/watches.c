@@ -42,8 +42,7 @@
 #include "common/hashfn.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
-#include "worker/session.h"
+#include "worker/engine/engine_internal.h"
 
 HTAB	   *watches;
 HTAB	   *watch_calls;
@@ -211,10 +210,8 @@ forget_watches(void)
 	hash_seq_init(&hs, watches);
 	while ((w = hash_seq_search(&hs)) != NULL)
 	{
-		if (w->at_client && zk_zh != NULL)
-			(void) zoo_aremove_all_watches(zk_zh, w->key.path,
-										   w->key.children ? ZWATCHTYPE_CHILD :
-										   ZWATCHTYPE_DATA, 1, NULL, NULL);
+		if (w->at_client)
+			zk_client_drop_watch(w->key.path, w->key.children);
 		while (!dlist_is_empty(&w->parts))
 		{
 			ZkPart	   *p = dlist_container(ZkPart, watch_link,

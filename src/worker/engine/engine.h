@@ -5,9 +5,10 @@
  *	  drivers (src/worker/recipes/) see it.
  *
  * Only the worker process includes this: it is the only code that talks
- * to ZooKeeper.  The engine is engine.c, calls.c, watches.c, sequential.c,
- * handoff.c and reconciler.c (see engine.c); what they share beyond this
- * is in engine_internal.h.
+ * to ZooKeeper.  The engine is the files of src/worker/engine/: engine.c,
+ * part_calls.c, calls.c, watches.c, sequential.c, handoff.c and
+ * reconciler.c (see engine.c); what they share beyond this is in
+ * engine_internal.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,8 +26,7 @@
 /* ---- what the worker loop calls ---- */
 
 extern void zk_engine_init(void);
-extern void zk_engine_request(int id);
-extern void zk_engine_run(void);
+extern void zk_engine_run(const int *ids, int n);
 extern void zk_engine_connected(void);
 extern void zk_engine_session_lost(const char *why);
 extern void zk_engine_drop_watches(void);
@@ -278,7 +278,7 @@ struct ZkDriver
 	void		(*exit) (void);
 };
 
-/* the drivers (src/recipes/) */
+/* the drivers (src/worker/recipes/) */
 extern const ZkDriver zk_lock_driver;
 extern const ZkDriver zk_read_driver;
 extern const ZkDriver zk_write_driver;
@@ -293,11 +293,11 @@ extern const ZkDriver zk_barrier_wait_driver;
 extern const ZkDriver zk_double_barrier_driver;
 extern const ZkDriver zk_revoke_driver;
 
-/* the lock family's order (recipes/lock.c), for revocation and listings */
+/* the lock family's order (worker/recipes/lock.c), for revocation and listings */
 extern bool zk_lock_family_counts(ZkForm form);
 extern bool zk_lock_family_holds(const ZkNodeRef *nodes, int n, int i);
 
-/* job claims (recipes/claim.c): listings, retention, reopening */
+/* job claims (worker/recipes/claim.c): listings, retention, reopening */
 #define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
 extern void zk_claim_list_step(ZkPart *p, const ZkResult *r);
 

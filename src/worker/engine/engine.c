@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * engine.c
- *	  The engine: parts, the entries they serve, and the loop's work.
+ *	  The engine: parts, the entries they serve, and the turn.
  *
  * A backend's request (a shared ZkEntry, see shared/protocol.h) is served
  * by a part (ZkPart, engine.h): one participation of the instance in a
  * recipe, with at most one node of ours.  Every recipe is a driver
- * (recipes/):
+ * (worker/recipes/):
  *
  *	- Sequential-node recipes (exclusive lock, read and write lock,
  *	  semaphore lease and entry mutex, leader latch) only say how their node
@@ -22,19 +22,22 @@
  * sends whatever a part needs next; a part no longer needed has its node
  * deleted and goes.  An entry given up is freed only once the part's node
  * no longer stands for it (settle_leaving): a release returns once everyone
- * else can take the lock.  It also owns the loop's work: acting on what
- * the ZooKeeper client delivered in a turn (zk_engine_run), the session's
- * coming and going, and the start, which takes over the entries a
- * previous worker left.
+ * else can take the lock.  It also owns the turn: zk_engine_run, which the
+ * worker loop calls once per wait, lists its steps in the order they run
+ * (take requests, take answers, advance the parts whose time has come, the
+ * instance's own work, send); and the session's coming and going, and the
+ * start, which takes over the entries a previous worker left.
  *
- * The engine's other files each own one concern; engine_internal.h
- * declares what they share:
+ * The engine's other files (src/worker/engine/) each own one concern;
+ * engine_internal.h declares what they share:
  *
- *	calls.c			calls to ZooKeeper, their completions, the watcher
+ *	part_calls.c	the calls parts make, booked before they go out
+ *	calls.c			the I/O: calls sent to ZooKeeper, answers, the watcher
  *	watches.c		the registry of watches by path
  *	sequential.c	the sequential-node protocol of the lock recipes
  *	handoff.c		local hand-off between the instance's backends, retention
- *	reconciler.c	the parents the instance uses, and the reconciler
+ *	reconciler.c	the parents the instance uses, the reconciler, the
+ *					session node's create
  *
  *-------------------------------------------------------------------------
  */
@@ -44,7 +47,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 
 /* Give up re-creating a reaped parent after this many tries in a row. */
 #define MAX_PARENT_TRIES	10
@@ -63,6 +66,10 @@ dlist_head	parts = DLIST_STATIC_INIT(parts);
 static HTAB *open_parts;
 static int	nparts = 0;
 TimestampTz answered_list_sent_at = 0;	/* of the listing being processed */
+
+/* What calls.c hands back: answered calls, fired watches (zk_calls_init). */
+static dlist_head answered = DLIST_STATIC_INIT(answered);
+static dlist_head fired = DLIST_STATIC_INIT(fired);
 
 static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_LOCK] = &zk_lock_driver,
@@ -827,8 +834,8 @@ new_request(int id)
  * An entry was queued: a new request, one given up, or an ask on a held
  * one.
  */
-void
-zk_engine_request(int id)
+static void
+take_request(int id)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 	ZkOp	   *op = &ops[id];
@@ -901,25 +908,26 @@ zk_engine_request(int id)
 						   "Its ZooKeeper session ended.");
 }
 
-/* ---- the loop's work ---- */
+/* ---- one turn ---- */
 
-/* Process one answered call. */
+/*
+ * The registry's side of an answered call (watches.c), before its part
+ * hears of it.
+ *
+ * A watch this call set.  If the part's interest in the path was taken by
+ * a watch that fired while this call was out (the fire came first, so the
+ * watch this call set is a new one), the part decides from this answer and
+ * relies on that new watch: take it on, beside any other part that has
+ * registered for the path since.  Otherwise, when no part wants the watch
+ * any more, make sure it is removed (the part's unwatch() may have sent the
+ * removal already, which the server then applied after this call).  Either
+ * way the client holds it now, until it fires or a removal is answered.
+ */
 static void
-process_call(ZkCall *c)
+watch_answered(ZkCall *c)
 {
 	ZkPart	   *p = c->part;
 
-	/*
-	 * A watch this call set.  If the part's interest in the path was taken
-	 * by a watch that fired while this call was out (the fire came first,
-	 * so the watch this call set is a new one), the part decides from this
-	 * answer and relies on that new watch: take it on, beside any other
-	 * part that has registered for the path since.  Otherwise, when no
-	 * part wants the watch any more, make sure it is removed (the part's
-	 * unwatch() may have sent the removal already, which the server then
-	 * applied after this call).  Either way the client holds it now, until
-	 * it fires or a removal is answered (see watches.c).
-	 */
 	if (c->watched && c->watch_epoch == watch_epoch)
 		(void) count_watch_call(c->path, c->r.type == ZKC_LIST, -1);
 	if (c->watch_set || c->r.tag == T_UNWATCH)
@@ -955,6 +963,15 @@ process_call(ZkCall *c)
 				remove_watch(&key);
 		}
 	}
+}
+
+/* Take one answered call: the registry's side, then its part's. */
+static void
+process_call(ZkCall *c)
+{
+	ZkPart	   *p = c->part;
+
+	watch_answered(c);
 
 	/* p->calls still counts this call: nothing frees p meanwhile */
 	if (c->gen == p->gen && !p->dead)
@@ -1056,37 +1073,104 @@ settle_busy(void)
 	}
 }
 
-/*
- * Act on everything the ZooKeeper client delivered in this turn (answers,
- * fired watches) and on the engine's timers.  Called by the worker loop
- * after zookeeper_process() returned.
- */
-void
-zk_engine_run(void)
+/* Step 1: the entries backends queued since the last turn. */
+static void
+take_requests(const int *ids, int n)
 {
-	while (!dlist_is_empty(&completed) || !dlist_is_empty(&fired))
+	for (int i = 0; i < n; i++)
+		take_request(ids[i]);
+}
+
+/*
+ * Step 2: what the ZooKeeper client delivered (calls.c): the answered
+ * calls, then the fired watches, until none is left.
+ */
+static void
+take_answers(void)
+{
+	while (!dlist_is_empty(&answered) || !dlist_is_empty(&fired))
 	{
-		while (!dlist_is_empty(&completed))
+		while (!dlist_is_empty(&answered))
 			process_call(dlist_container(ZkCall, link,
-										 dlist_pop_head_node(&completed)));
+										 dlist_pop_head_node(&answered)));
 		while (!dlist_is_empty(&fired))
 			process_fired(dlist_container(ZkFired, link,
 										  dlist_pop_head_node(&fired)));
 	}
+}
+
+/*
+ * Step 3: the parts whose time has come, in this order: those resumed
+ * after a reconnect (a batch a turn), the retained ones whose time is up
+ * (handoff.c), the holders due the data watch on their own node
+ * (watches.c), the parts kept while their driver was busy.
+ */
+static void
+advance_due_parts(void)
+{
 	resume_parts();
 	expire_retained();
 	set_due_own_watches();
 	settle_busy();
+}
+
+/* Step 4: the instance's own work: the reconciler, the drivers' hooks. */
+static void
+instance_work(void)
+{
 	reconcile();
 	DRIVER_HOOKS(run);
+}
+
+/*
+ * Step 5: send the calls made in this turn (calls.c); the session node is
+ * created first when the writes need it to be coalesced.
+ */
+static void
+send_calls(void)
+{
+	zk_calls_reap_multis();
+	if (zk_session_node_due())
+		create_session_node();
 	zk_calls_flush();
+}
+
+/*
+ * One turn of the engine, called by the worker loop after
+ * zookeeper_process() returned (which put what the client delivered on
+ * the lists of step 2), with the entries backends queued.  Its steps, in
+ * the order they run:
+ *
+ *	1. take_requests		requests become waiters of a part, given-up
+ *							entries leave theirs, asks go to the driver
+ *	2. take_answers			answered calls (the registry's side, then the
+ *							part's driver or sequential.c), then fired
+ *							watches (every part that relied on one looks
+ *							again)
+ *	3. advance_due_parts	resumed after a reconnect, retention over,
+ *							own-node watches due, busy drivers done
+ *	4. instance_work		the reconciler's round, the drivers' run hooks
+ *	5. send_calls			the calls made in steps 1-4 leave together
+ *
+ * Whatever a step changes in a part advances it at once (advance): its
+ * next calls are queued, and the entries leaving it are freed once its
+ * node is no longer kept for them (settle_leaving).
+ */
+void
+zk_engine_run(const int *ids, int n)
+{
+	take_requests(ids, n);
+	take_answers();
+	advance_due_parts();
+	instance_work();
+	send_calls();
 }
 
 /* Has the ZooKeeper client delivered anything the engine has not acted on? */
 bool
 zk_engine_pending(void)
 {
-	return !dlist_is_empty(&completed) || !dlist_is_empty(&fired) ||
+	return !dlist_is_empty(&answered) || !dlist_is_empty(&fired) ||
 		(!dlist_is_empty(&resuming) && zk_connected()) ||
 		zk_calls_pending();
 }
@@ -1313,6 +1397,7 @@ zk_engine_init(void)
 	ops = MemoryContextAllocZero(engine_context,
 								 sizeof(ZkOp) * zk_shared->num_entries);
 
+	zk_calls_init(&answered, &fired);
 	watches_init();
 	parents_init();
 	open_parts = engine_hash("zklock open parts", sizeof(ZkOpenKey),

@@ -35,7 +35,7 @@
 
 #include "utils/timestamp.h"
 
-#include "worker/engine_internal.h"
+#include "worker/engine/engine_internal.h"
 
 /* The parts that keep their node without holders (retain_until set). */
 static dlist_head retained = DLIST_STATIC_INIT(retained);
