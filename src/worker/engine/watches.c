@@ -228,13 +228,12 @@ forget_watches(void)
 		ZkPart	   *p = dlist_container(ZkPart, own_link,
 										dlist_head_node(&own_parts));
 
-		if (p->own_at_client && zk_zh != NULL)
+		if (p->own_at_client)
 		{
 			char		path[ZK_PATH_MAX];
 
 			snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
-			(void) zoo_aremove_all_watches(zk_zh, path, ZWATCHTYPE_DATA, 1,
-										   NULL, NULL);
+			zk_client_drop_watch(path, false);
 		}
 		own_watch_forget(p);
 	}
