@@ -11,9 +11,10 @@
  * waiting and run their completions and watchers), handle interrupts and
  * configuration reloads, then run one turn of the engine (zk_engine_run)
  * on the entries backends have queued and the replies.  What the engine
- * sends in a turn leaves together when the turn ends (zk_session_cork); what the socket cannot
- * take at once the client keeps, and the next wait includes the socket
- * becoming writable, so it is flushed as soon as it can be.
+ * sends in a turn leaves together when the turn ends (zk_session_cork);
+ * what the socket cannot take at once the client keeps, and the next wait
+ * includes the socket becoming writable, so it is flushed as soon as it
+ * can be.
  *
  * The worker needs no database connection, so it starts with the
  * postmaster and runs on a hot standby too.  On exit it closes its session,

@@ -8,8 +8,8 @@
 #    that (a data watch on each holder's node, and a child watch on each
 #    lock's parent once looked at again after a reconnect).  The worker
 #    drops the client's watches before it connects again and sets again
-#    only those it needs (see src/worker/watches.c): every lock is kept
-#    through three restarts of ZooKeeper in a row, with at most two
+#    only those it needs (see src/worker/engine/watches.c): every lock is
+#    kept through three restarts of ZooKeeper in a row, with at most two
 #    reconnects each and the same session throughout.  Meanwhile the idle
 #    instance asks ZooKeeper nothing (the reconciler lists no parent where
 #    every part holds), and after an outage that outlasted the session's
