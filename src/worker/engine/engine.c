@@ -495,7 +495,7 @@ zk_part_parent_gone(ZkPart *p)
 void
 restart_instance_part(ZkPart *p, const char *why)
 {
-	own_unwatch(p);
+	own_watch_release(p);		/* before its node name goes */
 	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 	p->phase = NODE_NONE;
@@ -602,7 +602,7 @@ free_part(ZkPart *p)
 		p->driver->freed(p);
 	unretain(p);
 	own_watch_undue(p);
-	own_watch_forget(p);
+	own_watch_release(p);
 	if (p->busy_wait)
 		dlist_delete(&p->busy_link);
 	if (p->resuming)
@@ -1330,7 +1330,7 @@ zk_engine_session_lost(const char *why)
 			else
 				restart = lappend_int(restart, id);
 		}
-		own_unwatch(p);
+		own_watch_release(p);	/* before an instance part's node name goes */
 		if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
 			pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
 		p->phase = NODE_NONE;

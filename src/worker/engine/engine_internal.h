@@ -200,6 +200,7 @@ extern void own_watch_set(ZkPart *p);
 extern ZkPart *own_watch_fired(const char *path);
 extern void own_watch_left_client(const char *path);
 extern void own_watch_forget(ZkPart *p);
+extern void own_watch_release(ZkPart *p);
 extern void watch_at_client(const ZkWatchKey *key);
 extern void watch_left_client(const ZkWatchKey *key);
 extern void watch_spent(ZkWatch *w);

@@ -41,6 +41,7 @@
 #define RECONCILE_BATCH			100
 #define PARENT_FORGET_MS		60000
 #define MAX_PARENTS				10000
+#define FORGET_NOW				((TimestampTz) 1)	/* "used" long ago */
 
 HTAB	   *parents;
 ZkPart	   *reconciler;
@@ -121,10 +122,13 @@ parts_at_remove(ZkPart *p)
 	/*
 	 * Our last part there went: the reconciler lists the parent once more
 	 * (it skipped it while every part of ours there held), then forgets it
-	 * PARENT_FORGET_MS later.
+	 * PARENT_FORGET_MS later.  A parent where no node of ours ever was (the
+	 * part only listed it, say) has nothing to look at: its next round
+	 * forgets it (an entry cannot be removed while a round may be on its
+	 * way through the table).
 	 */
 	if (dlist_is_empty(&e->parts))
-		e->used = GetCurrentTimestamp();
+		e->used = (e->used > FORGET_NOW) ? GetCurrentTimestamp() : FORGET_NOW;
 	p->parent = NULL;
 }
 

@@ -56,6 +56,7 @@ seq_create(ZkPart *p)
 	r = pg_prng_uint64(&prefix_prng);
 	memcpy(rnd, &r, sizeof(rnd));
 	StaticAssertStmt(sizeof(p->node) > ZK_PROTECTED_PREFIX_LEN, "node");
+	own_watch_release(p);		/* before node holds the prefix */
 	zk_make_prefix(p->node, sizeof(p->node), rnd, (uint64) zk_session());
 	snprintf(path, sizeof(path), "%s/%s%s", p->parent, p->node,
 			 zk_form_base(d->form));

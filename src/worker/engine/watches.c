@@ -540,12 +540,36 @@ own_watch_left_client(const char *path)
 	}
 }
 
-/* Forget the part's own watch (the session's watches died, or it goes). */
+/* Forget the part's own watch (the session's watches died). */
 void
 own_watch_forget(ZkPart *p)
 {
 	p->own_watch = p->own_at_client = false;
 	own_list(p);
+}
+
+/*
+ * The part's node name is about to change (it starts over), or the part
+ * goes: it relies on its own watch no more, and a watch on its node that
+ * the client still holds (a fire comes after the answers of the same turn,
+ * or never, after a refused delete) is left to the registry as an entry no
+ * part wants, so that forget_watches() still drops it and its firing is
+ * spent there.
+ */
+void
+own_watch_release(ZkPart *p)
+{
+	if (p->own_at_client && p->node[0] != '\0')
+	{
+		char		path[ZK_PATH_MAX];
+		ZkWatchKey	key;
+
+		snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+		key.path = path;
+		key.children = false;
+		watch_at_client(&key);
+	}
+	own_watch_forget(p);
 }
 
 /* When the first holder due a data watch on its own node wants it, or 0. */
