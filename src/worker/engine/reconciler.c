@@ -133,18 +133,22 @@ parts_at_remove(ZkPart *p)
 }
 
 /*
- * The part whose node is (or was last) at path, or NULL; path is not
- * empty.
+ * The sequential-node part whose node (of the current session) is, or was
+ * last, at path; or NULL.  Only a node whose name carries our session can
+ * be one: others (most of those a waiter watches) are told at once,
+ * without a walk of our parts there.
  */
 ZkPart *
 part_of_node(const char *path)
 {
 	const char *node = zk_node_of(path);
 	char		parent[ZK_PATH_MAX];
+	ZkNodeName	nn;
 	ZkParent   *e;
 	dlist_iter	it;
 
-	if (node == path || node - path > sizeof(parent))
+	if (node == path || node - path > sizeof(parent) ||
+		!zk_parse_node(node, &nn) || nn.session != (uint64) zk_session())
 		return NULL;
 	strlcpy(parent, path, node - path);
 	e = parent_entry(parent, false);
