@@ -24,9 +24,10 @@
 /*
  * Ask the worker, wait until the deadline (0: none).  Returns true and the
  * request's result when it is done; false when it would have to wait (no
- * wait asked) or the deadline passed.  A request the worker does not start
- * over in a new session (ZKR_NO_RESTART: a set or remove, which may have
- * been carried out already) raises 40003 when the session is lost.
+ * wait asked) or the deadline passed.  A set or remove whose session is
+ * lost after it sent its write (ZKR_AT_MOST_ONCE: it may have been carried
+ * out already) raises 40003; one that had sent none starts over in the
+ * new session.
  */
 static bool
 barrier_request(ZkKind kind, const char *name, int flags,
@@ -71,7 +72,7 @@ zk_barrier_set(PG_FUNCTION_ARGS)
 
 	(void) barrier_request(ZK_KIND_BARRIER_SET,
 						   zk_name_arg(fcinfo, 0, "barrier name"),
-						   ZKR_NO_RESTART, 0, &result);
+						   ZKR_AT_MOST_ONCE, 0, &result);
 	PG_RETURN_BOOL(result == 1);
 }
 
@@ -83,7 +84,7 @@ zk_barrier_remove(PG_FUNCTION_ARGS)
 
 	(void) barrier_request(ZK_KIND_BARRIER_REMOVE,
 						   zk_name_arg(fcinfo, 0, "barrier name"),
-						   ZKR_NO_RESTART, 0, &result);
+						   ZKR_AT_MOST_ONCE, 0, &result);
 	PG_RETURN_BOOL(result == 1);
 }
 

@@ -218,8 +218,11 @@ zk_lock_revoke(PG_FUNCTION_ARGS)
 
 	req.kind = ZK_KIND_REVOKE;
 	req.name = name;
-	/* not started over in a new session: it would list again (see revoke.c) */
-	req.flags = ZKR_NO_RESTART;
+	/*
+	 * Not started over in a new session once it wrote to a holder: it would
+	 * list again and reach later holders (see revoke.c)
+	 */
+	req.flags = ZKR_AT_MOST_ONCE;
 	id = zk_request(&req, &generation);
 	if (zk_wait(id, generation, 0) != ZKE_DONE)
 		ereport(ERROR,

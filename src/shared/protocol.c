@@ -714,7 +714,7 @@ zk_deadline(int64 timeout_ms)
  *	ZKE_WOULD_BLOCK	a no-wait request found it taken (entry given up)
  *	ZKE_PENDING		the deadline passed (entry given up)
  *	ZKE_LOST		the session was lost and the request was not started
- *					again (ZKR_NO_RESTART; entry given up)
+ *					again (ZKR_NO_RESTART, ZKR_AT_MOST_ONCE; entry given up)
  * A failure reported by the worker, a missing ZooKeeper session after
  * zklock.connect_timeout and interrupts are raised as ERRORs, after giving
  * the entry up.  A grant whose session is not confirmed is waited on until

@@ -77,6 +77,9 @@ typedef enum ZkAskState
 								 * a fresh start (part of a composite) */
 #define ZKR_REVOCABLE	0x04	/* revoked: signal the owner (SIGINT); the
 								 * owner keeps it current (zk_entry_publish) */
+#define ZKR_AT_MOST_ONCE 0x08	/* on session loss while pending: LOST once
+								 * a write of it was sent (it may have been
+								 * applied), else a fresh start */
 
 typedef struct ZkEntry
 {

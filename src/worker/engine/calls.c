@@ -17,8 +17,8 @@
  *
  * What it may call: the ZooKeeper client and session.c, nothing else of
  * the engine (it allocates in the engine's memory contexts).  Of a call it
- * knows the ZkCall; of the part that made it only its generation, and its
- * held_in_flush mark.  What a call means to the engine (the watch it sets,
+ * knows the ZkCall; of the part that made it only its generation, its
+ * held_in_flush mark, and it marks a part whose write it sent (wrote).  What a call means to the engine (the watch it sets,
  * the parents it needs, the part's calls in flight, the answer's effects)
  * is the engine's business, before the call is queued (part_calls.c) and
  * when its answer is taken (zk_engine_run).
@@ -600,6 +600,10 @@ sent(ZkCall *c, int rc)
 	if (rc == ZOK)
 	{
 		pg_atomic_fetch_add_u64(&zk_shared->n_zk_requests, 1);
+		if (c->r.type == ZKC_CREATE || c->r.type == ZKC_SET ||
+			c->r.type == ZKC_MULTI ||
+			(c->r.type == ZKC_DELETE && c->r.tag != T_UNWATCH))
+			c->part->wrote = true;
 		return;
 	}
 
@@ -656,6 +660,8 @@ send_multi(ZkCall **calls, int n)
 		pg_atomic_fetch_add_u64(&zk_shared->n_zk_multis, 1);
 		pg_atomic_fetch_add_u64(&zk_shared->n_zk_multi_writes, n);
 		write_batches++;
+		for (int i = 0; i < n; i++)
+			calls[i]->part->wrote = true;
 		return;
 	}
 	/* not sent: each call gets the client's refusal, as if sent alone */

@@ -1287,7 +1287,8 @@ start_over(int id)
  * every node it created is, or will soon be, deleted by ZooKeeper, and its
  * watches are gone.  Holdings become LOST; requests still waiting start
  * over in the next session with fresh nodes, unless they are part of a
- * composite that must start over as a whole (ZKR_NO_RESTART: LOST);
+ * composite that must start over as a whole (ZKR_NO_RESTART: LOST) or a
+ * change made at most once that already sent a write (ZKR_AT_MOST_ONCE);
  * instance parts (the leader latch) start over.  Nothing is ever granted
  * on the strength of a node of an old session.
  */
@@ -1325,7 +1326,8 @@ zk_engine_session_lost(const char *why)
 				zk_set_outcome(id, ZKE_LOST, 0, "%s", why);
 				fail_ask(id, why);
 			}
-			else if (e->flags & ZKR_NO_RESTART)
+			else if ((e->flags & ZKR_NO_RESTART) ||
+					 ((e->flags & ZKR_AT_MOST_ONCE) && p->wrote))
 				zk_set_outcome(id, ZKE_LOST, 0, "%s", why);
 			else
 				restart = lappend_int(restart, id);
@@ -1430,10 +1432,14 @@ zk_engine_init(void)
 					 errdetail("The zklock worker restarted; the ZooKeeper session of the holding ended with its previous run.")));
 			zk_set_outcome(id, ZKE_LOST, 0, "The zklock worker restarted.");
 		}
-		else if (e->state == ZKE_PENDING && !(e->flags & ZKR_NO_RESTART))
+		else if (e->state == ZKE_PENDING &&
+				 !(e->flags & (ZKR_NO_RESTART | ZKR_AT_MOST_ONCE)))
 			start_over(id);
 		else if (e->state == ZKE_PENDING)
+		{
+			/* what the previous run sent of a change made once is unknown */
 			zk_set_outcome(id, ZKE_LOST, 0, "The zklock worker restarted.");
+		}
 		if (e->ask_state == ZK_ASK_PENDING)
 			zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 							   "The zklock worker restarted.");

@@ -129,6 +129,8 @@ struct ZkPart
 								 * unique to us (ZK_FORM_NONE) may have
 								 * been applied: look (czxid) before
 								 * deleting again */
+	bool		wrote;			/* a write of the part was sent: it may
+								 * have been applied (calls.c) */
 	dlist_node	busy_link;		/* while busy_wait: on the busy parts */
 	dlist_node	parent_link;	/* among the parts under its parent */
 	dlist_node	resume_link;
