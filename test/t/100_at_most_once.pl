@@ -86,13 +86,23 @@ is($holder->query_ok("SELECT zk_lock_release('once/lock')"), 't',
 # ---------------------------------------------------------------------------
 note 'the write sent and applied, its reply lost, then the session: 40003';
 
-$losses = zk_status_of($monitor)->{session_losses};
-$proxy->withhold('anycreate', '/once/lost');
-$proxy->refuse(600);
-$set->send("SELECT zk_barrier_set('once/lost')");
-ok($proxy->wait_fired, 'ZooKeeper applied a\'s create; its reply was lost');
-lose_session_of_a('write sent', $losses);
-($out, $err) = $set->result(timeout => 60);
+# Session $s sends $sql; ZooKeeper applies its write (op $op on a path with
+# $sub) but the reply is lost, and a's session with it: the call's error.
+sub write_then_lose_session
+{
+	my ($what, $s, $sql, $op, $sub) = @_;
+	my $losses = zk_status_of($monitor)->{session_losses};
+	$proxy->withhold($op, $sub);
+	$proxy->refuse(600);
+	$s->send($sql);
+	ok($proxy->wait_fired, "$what: ZooKeeper applied a's write; its reply was lost");
+	lose_session_of_a($what, $losses);
+	my ($out, $err) = $s->result(timeout => 60);
+	return $err;
+}
+
+$err = write_then_lose_session('set sent', $set,
+	"SELECT zk_barrier_set('once/lost')", 'anycreate', '/once/lost');
 is(sqlstate($err), '40003', 'zk_barrier_set fails with 40003') or diag $err;
 like($err, qr/may or may not have been made/, '... saying the change may have been made');
 is($sb->query_ok("SELECT zk_barrier_wait('once/lost', 0)"), 'f',
@@ -100,13 +110,8 @@ is($sb->query_ok("SELECT zk_barrier_wait('once/lost', 0)"), 'f',
 
 is($holder->query_ok("SELECT zk_lock_acquire('once/lock2')"), 't',
 	'b holds another lock');
-$losses = zk_status_of($monitor)->{session_losses};
-$proxy->withhold('setData', '/once/lock2/');
-$proxy->refuse(600);
-$revoke->send("SELECT zk_lock_revoke('once/lock2')");
-ok($proxy->wait_fired, 'ZooKeeper applied a\'s revocation; its reply was lost');
-lose_session_of_a('revocation sent', $losses);
-($out, $err) = $revoke->result(timeout => 60);
+$err = write_then_lose_session('revocation sent', $revoke,
+	"SELECT zk_lock_revoke('once/lock2')", 'setData', '/once/lock2/');
 is(sqlstate($err), '40003', 'zk_lock_revoke fails with 40003') or diag $err;
 ok( poll_until(
 		sub {

@@ -17,11 +17,12 @@
  *
  * What it may call: the ZooKeeper client and session.c, nothing else of
  * the engine (it allocates in the engine's memory contexts).  Of a call it
- * knows the ZkCall; of the part that made it only its generation, its
- * held_in_flush mark, and it marks a part whose write it sent (wrote).  What a call means to the engine (the watch it sets,
- * the parents it needs, the part's calls in flight, the answer's effects)
- * is the engine's business, before the call is queued (part_calls.c) and
- * when its answer is taken (zk_engine_run).
+ * knows the ZkCall; of the part that made it only its generation and its
+ * held_in_flush mark, and it marks a part whose write it sent (wrote).
+ * What a call means to the engine (the watch it sets, the parents it
+ * needs, the part's calls in flight, the answer's effects) is the engine's
+ * business, before the call is queued (part_calls.c) and when its answer
+ * is taken (zk_engine_run).
  *
  * ZooKeeper callbacks never throw and never touch shared memory: they only
  * copy what they got into the worker's turn memory (allocations that

@@ -115,6 +115,13 @@ wait_busy(ZkPart *p)
 
 /* ---- small helpers ---- */
 
+/* Is a part's name a copy (else the end of its parent's path)? */
+static inline bool
+name_is_copy(const ZkDriver *d)
+{
+	return d->suffix && d->suffix[0];
+}
+
 bool
 has_entries(ZkPart *p)
 {
@@ -424,9 +431,7 @@ new_part(const ZkDriver *d, const char *name)
 	dlist_init(&p->leaving);
 	dlist_push_tail(&parts, &p->link);
 	parts_at_add(p, path);		/* sets p->parent */
-	/* the parent's path ends with the name unless the driver adds a suffix */
-	p->name_copied = (d->suffix && d->suffix[0]);
-	if (p->name_copied)
+	if (name_is_copy(d))
 		p->name = MemoryContextStrdup(engine_context, name);
 	else
 		p->name = p->parent + strlen(p->parent) - strlen(name);
@@ -607,7 +612,7 @@ free_part(ZkPart *p)
 		dlist_delete(&p->busy_link);
 	if (p->resuming)
 		dlist_delete(&p->resume_link);
-	if (p->name_copied)
+	if (name_is_copy(p->driver))
 		pfree((char *) p->name);
 	parts_at_remove(p);
 	dlist_delete(&p->link);

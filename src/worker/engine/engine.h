@@ -96,12 +96,12 @@ struct ZkPart
 	dlist_node	link;			/* all parts */
 	const ZkDriver *driver;
 	const char *name;			/* the recipe's name (lock, group, job): the
-								 * end of parent, or a copy (name_copied) */
+								 * end of parent, or a copy when the driver
+								 * has a suffix (name_is_copy) */
 	const char *parent;			/* path of our node's parent (the key of its
 								 * entry among the parents, reconciler.c) */
 	uint32		gen;			/* bumped when the part starts over */
 	bool		cohort;			/* shared by the instance's entries */
-	bool		name_copied;
 
 	/* our node */
 	ZkNodePhase phase;

@@ -367,7 +367,11 @@ seq_result(ZkPart *p, const ZkResult *r)
 			break;
 		case T_DELETE:
 			if (r->rc == ZOK || r->rc == ZNONODE)
+			{
 				node_deleted(p);
+				/* the deletion fired our watch on it; the event came first */
+				own_watch_forget(p);
+			}
 			else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING ||
 					 (r->rc == ZBADVERSION && p->driver->form == ZK_FORM_NONE))
 			{

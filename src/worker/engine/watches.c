@@ -49,9 +49,18 @@ HTAB	   *watch_calls;
 uint32		watch_epoch = 0;	/* bumped when the session's watches die */
 static int	n_at_client = 0;	/* entries the client holds */
 
-/* parts relying on the data watch on their own node, or whose the client
- * holds (ZkPart.own_link) */
+/*
+ * The parts relying on the data watch on their own node, or whose watch
+ * the client holds (ZkPart.own_link).
+ */
 static dlist_head own_parts = DLIST_STATIC_INIT(own_parts);
+
+/* The path of the part's own node, for its data watch. */
+static void
+own_node_path(ZkPart *p, char *buf)
+{
+	snprintf(buf, ZK_PATH_MAX, "%s/%s", p->parent, p->node);
+}
 
 static uint32
 watch_key_hash(const void *key, Size keysize)
@@ -232,7 +241,7 @@ forget_watches(void)
 		{
 			char		path[ZK_PATH_MAX];
 
-			snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+			own_node_path(p, path);
 			zk_client_drop_watch(path, false);
 		}
 		own_watch_forget(p);
@@ -332,7 +341,6 @@ void
 remove_watch(const ZkWatchKey *key)
 {
 	ZkCall	   *c;
-
 	ZkPart	   *owner;
 
 	if (!zk_connected())
@@ -482,7 +490,7 @@ own_watch(ZkPart *p)
 		return;
 	}
 	own_watch_undue(p);
-	snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+	own_node_path(p, path);
 	p->own_watch = true;
 	own_list(p);
 	c = new_call(p, ZKC_GET, T_OWNDATA, path);
@@ -551,10 +559,10 @@ own_watch_forget(ZkPart *p)
 /*
  * The part's node name is about to change (it starts over), or the part
  * goes: it relies on its own watch no more, and a watch on its node that
- * the client still holds (a fire comes after the answers of the same turn,
- * or never, after a refused delete) is left to the registry as an entry no
- * part wants, so that forget_watches() still drops it and its firing is
- * spent there.
+ * the client still holds (its node was not seen deleted: a delete
+ * ZooKeeper refused, or a node given up unseen) is left to the registry as
+ * an entry no part wants, so that forget_watches() still drops it and its
+ * firing is spent there.
  */
 void
 own_watch_release(ZkPart *p)
@@ -564,7 +572,7 @@ own_watch_release(ZkPart *p)
 		char		path[ZK_PATH_MAX];
 		ZkWatchKey	key;
 
-		snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
+		own_node_path(p, path);
 		key.path = path;
 		key.children = false;
 		watch_at_client(&key);
