@@ -150,13 +150,15 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 		ZkLockCopy *c;
 
 		/*
-		 * Not: failed entries, and one-shot requests (a listing, a
-		 * revocation, a barrier wait) answered and given up, which have
-		 * nothing left to release while the worker frees them.
+		 * Not: failed entries, one-shot requests (a listing, a revocation,
+		 * a barrier wait) answered and given up, and lost holdings given
+		 * up (their session is gone), which have nothing left to release
+		 * while the worker frees them.
 		 */
 		if (e->state == ZKE_FREE || e->state == ZKE_WOULD_BLOCK ||
 			e->state == ZKE_FAILED ||
-			(e->state == ZKE_DONE && e->released && e->node[0] == '\0'))
+			(e->state == ZKE_DONE && e->released && e->node[0] == '\0') ||
+			(e->state == ZKE_LOST && e->released))
 			continue;
 		if (n == size)
 		{
