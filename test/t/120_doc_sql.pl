@@ -176,7 +176,7 @@ sub functions_where
 	my ($cond) = @_;
 	return $node->safe_psql(
 		'doc_grants', qq{
-	SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1)
+	SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid::regprocedure::text)
 	  FROM pg_proc p
 	  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 	  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'zklock'
