@@ -45,7 +45,8 @@ ok(become_subreaper(), 'the test reaps the processes of crashed instances');
 
 my $zk = ZkLockTest::zk_start(tick => 500);
 my $proxy = ZkFaultProxy->start($zk, name => 'pa');
-my $pa = ZkLockTest::pg_node('cr_a', $proxy->hosts, cluster_name => 'cr_a');
+my $pa = ZkLockTest::pg_node('cr_a', $proxy->hosts, cluster_name => 'cr_a',
+	wal_level => 'replica', max_wal_senders => 2);
 my $pb = ZkLockTest::pg_node('cr_b', $zk, cluster_name => 'cr_b');
 $_->safe_psql('postgres', 'CREATE TABLE runs (slot text NOT NULL)') foreach ($pa, $pb);
 
@@ -137,7 +138,7 @@ is(runs('runs', $S, $pa), 1, "$S: a's run is committed (its commit record)");
 ($out, $err) = waiter_finishes($sb, $S);
 is($out, 'f', "$S: after a's restart b answers false: the slot is done");
 is(runs('runs', $S, $pa, $pb), 1, "$S: exactly one committed run");
-ok(claim_state_becomes($zk, 'crash', $S, 'committed', timeout => 30),
+ok(claim_state_becomes($zk, 'crash', $S, 'committed', timeout => 20),
 	"$S: the claim node says committed");
 $_->quit foreach ($sa, $sb);
 
@@ -237,7 +238,7 @@ ok(poll_status($s1, sub { $_[0]{state} eq 'connected' }, timeout => 60),
 	's1\'s worker is connected again');
 ok(claim_state_becomes($zk, 'promote', $SB, 'gone', timeout => 20),
 	"$SB: s1 reopens the claim whose commit it never had");
-ok(claim_state_becomes($zk, 'promote', $SA, 'committed', timeout => 30),
+ok(claim_state_becomes($zk, 'promote', $SA, 'committed', timeout => 20),
 	"$SA: s1 marks the claim whose commit it replayed committed");
 my $w = session($pb);
 foreach my $slot ($SA, $SB)
