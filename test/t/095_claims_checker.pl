@@ -80,8 +80,10 @@ CREATE TABLE work (slot timestamptz NOT NULL, backend integer NOT NULL,
 CREATE TABLE remote_step (k int);
 CREATE FUNCTION fails_late() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	IF TG_TABLE_NAME = 'work' AND NOT NEW.fail_late THEN
-		RETURN NULL;
+	IF TG_TABLE_NAME = 'work' THEN
+		IF NOT NEW.fail_late THEN
+			RETURN NULL;
+		END IF;
 	END IF;
 	PERFORM pg_sleep(0.05 + random() * 0.3);
 	RAISE EXCEPTION 'the job fails late';
