@@ -51,7 +51,7 @@ OBJS = \
 EXTENSION = zklock
 # Every install script (sql/zklock--V.sql) and upgrade script
 # (sql/zklock--OLD--NEW.sql); zklock.control names the default version.
-# 1.3 and 1.4 have no install script of their own: CREATE EXTENSION
+# 1.3, 1.4 and 1.5 have no install script of their own: CREATE EXTENSION
 # installs 1.2 and updates it (see sql/zklock--1.2--1.3.sql).
 DATA = \
 	sql/zklock--1.0.sql \
@@ -60,7 +60,8 @@ DATA = \
 	sql/zklock--1.0--1.1.sql \
 	sql/zklock--1.1--1.2.sql \
 	sql/zklock--1.2--1.3.sql \
-	sql/zklock--1.3--1.4.sql
+	sql/zklock--1.3--1.4.sql \
+	sql/zklock--1.4--1.5.sql
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
 # project headers are named by their directory: "shared/protocol.h"

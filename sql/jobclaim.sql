@@ -98,3 +98,39 @@ SELECT zk_job_claim('reg/job-wait', '2026-01-01 10:00+00', NULL);
 SELECT zk_job_claim('reg/job-wait', '2026-01-01 10:00+00', 0);
 SELECT zk_job_claim('reg/job-wait', '2026-01-01 10:00+00');
 ROLLBACK;
+-- 1.5: a claim is settled by its transaction's commit record: committed
+-- once COMMIT returns, with the transaction's xid and this system's id
+BEGIN;
+SELECT zk_job_claim('reg/job-xid', '2026-01-01 10:00+00');
+SELECT pg_current_xact_id() AS claim_xid \gset
+COMMIT;
+SELECT final, state, xid = :'claim_xid'::xid8 AS its_xid,
+       system_identifier = (SELECT system_identifier::text FROM pg_control_system()) AS this_system
+  FROM zk_job_claims('reg/job-xid');
+-- a waiting claim of a committed slot answers false
+SELECT zk_job_claim('reg/job-xid', '2026-01-01 10:00+00', NULL);
+-- a transaction without an xid gets one for its claim
+BEGIN;
+SELECT zk_job_claim('reg/job-xid', '2026-01-01 11:00+00');
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid_yet;
+COMMIT;
+SELECT slot, state, xid IS NOT NULL AS has_xid FROM zk_job_claims('reg/job-xid');
+-- zk_job_claim_settle: bad input, superusers only, and only a committing claim
+SELECT zk_job_claim_settle('reg/job-xid', '2026-01-01 10:00+00', NULL);
+SELECT zk_job_claim_settle('reg/job-xid', NULL, true);
+SELECT zk_job_claim_settle('', '2026-01-01 10:00+00', true);
+\set VERBOSITY sqlstate
+SELECT zk_job_claim_settle('reg/job-xid', '2026-01-01 10:00+00', NULL);
+SELECT zk_job_claim_settle('reg/job-xid', 'infinity', true);
+\set VERBOSITY default
+CREATE ROLE zk_jsettle;
+GRANT EXECUTE ON FUNCTION zk_job_claim_settle(text, timestamptz, boolean) TO zk_jsettle;
+SET ROLE zk_jsettle;
+SELECT zk_job_claim_settle('reg/job-xid', '2026-01-01 10:00+00', false);
+RESET ROLE;
+DROP OWNED BY zk_jsettle;
+DROP ROLE zk_jsettle;
+-- committed, or no claim at all: nothing to settle
+SELECT zk_job_claim_settle('reg/job-xid', '2026-01-01 10:00+00', false);
+SELECT zk_job_claim_settle('reg/job-xid', '2026-01-01 23:00+00', true);
+SELECT state FROM zk_job_claims('reg/job-xid') WHERE slot = '2026-01-01 10:00+00';

@@ -114,9 +114,9 @@ SELECT * FROM upg.zk_mine_privileges();
 SELECT * FROM upg.zklock_public_can_use();
 CREATE TABLE upg.fresh AS SELECT * FROM upg.zklock_objects();
 DROP EXTENSION zklock;
--- the update paths to 1.4
+-- the update paths to 1.5
 SELECT source, target, path FROM pg_extension_update_paths('zklock')
- WHERE target = '1.4' AND path IS NOT NULL
+ WHERE target = '1.5' AND path IS NOT NULL
  ORDER BY source;
 -- 2. 1.0, then ALTER EXTENSION UPDATE to 1.1, then to the default version.
 CREATE EXTENSION zklock VERSION '1.0';
@@ -184,6 +184,21 @@ BEGIN;
 SELECT zk_job_claim('reg/upgrade', '2026-01-01 10:00+00', 0);
 ROLLBACK;
 DROP EXTENSION zklock;
+-- 2e. 1.4 works with this library (zk_job_claims of five columns), and the
+-- update gives zk_job_claims its new columns, keeps who may call it, and
+-- adds zk_job_claim_settle for superusers only.
+CREATE EXTENSION zklock VERSION '1.4';
+CREATE ROLE zklock_upg_reader;
+GRANT EXECUTE ON FUNCTION zk_job_claims(text) TO zklock_upg_reader;
+SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
+ALTER EXTENSION zklock UPDATE;
+SELECT pg_get_function_arguments('zk_job_claims(text)'::regprocedure) AS claims_columns;
+SELECT has_function_privilege('zklock_upg_reader', 'zk_job_claims(text)', 'EXECUTE') AS reader,
+       has_function_privilege('pg_monitor', 'zk_job_claims(text)', 'EXECUTE') AS monitor,
+       has_function_privilege('public', 'zk_job_claim_settle(text, timestamptz, boolean)', 'EXECUTE') AS public_settles;
+SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
+DROP EXTENSION zklock;
+DROP ROLE zklock_upg_reader;
 -- 3. Into a schema of its own: everything goes there and works from there.
 CREATE SCHEMA s;
 CREATE EXTENSION zklock SCHEMA s;

@@ -87,6 +87,8 @@ _PG_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
+	zk_holdings_register_callbacks();
+
 	prev_process_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = zklock_process_utility;
 

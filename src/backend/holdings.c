@@ -54,6 +54,9 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "replication/message.h"
 #include "storage/ipc.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -62,6 +65,7 @@
 
 #include "backend/args.h"
 #include "backend/holdings.h"
+#include "shared/pg_compat.h"
 #include "shared/protocol.h"
 
 typedef struct ZkHoldingKey
@@ -138,6 +142,21 @@ holdings_init(void)
 	ctl.hcxt = TopMemoryContext;
 	holdings = hash_create("zklock holdings", 16, &ctl,
 						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * Register the transaction callbacks, once, while the library is preloaded
+ * (_PG_init in the postmaster): PostgreSQL calls the callbacks newest
+ * first, so zklock's PRE_COMMIT work (a job claim made final) runs after
+ * that of every extension loaded later, such as postgres_fdw's remote
+ * commits.  Nothing lets it run after those of a library preloaded before
+ * zklock, nor after the rest of COMMIT: a claim's fate is read from the
+ * commit log all the same (worker/recipes/claim.c).  Both callbacks do
+ * nothing in a process that never held anything.
+ */
+void
+zk_holdings_register_callbacks(void)
+{
 	RegisterXactCallback(zk_xact_callback, NULL);
 	RegisterSubXactCallback(zk_subxact_callback, NULL);
 }
@@ -1175,10 +1194,8 @@ release_claims(SubTransactionId from, bool aborted)
 
 		if (c->subid < from)
 			continue;
-		if (aborted)
-			zk_give_up_asking(c->id, c->generation, ZK_ASK_REOPEN);
-		else
-			zk_give_up(c->id, c->generation);
+		zk_give_up_asking(c->id, c->generation,
+						  aborted ? ZK_ASK_REOPEN : ZK_ASK_COMMITTED);
 		claims = foreach_delete_current(claims, lc);
 		pfree(c->job);
 		pfree(c);
@@ -1197,6 +1214,33 @@ claim_lost_error(const ZkClaim *c)
 }
 
 /*
+ * What identifies the transaction's outcome in the commit log, for claims
+ * made final: its full xid (one is assigned if it had none) and the end of
+ * a WAL record of that xid, flushed before the claim is made final.  The
+ * flushed record keeps the xid from being handed out again after a crash
+ * of this instance, and after a failover the timeline and the position
+ * tell the new primary whether this transaction is in its history at all
+ * (worker/recipes/claim.c, xact_outcome).  A standby assigns no xid: its
+ * claims are final at PRE_COMMIT (at most once).
+ */
+static void
+claims_xact(ZkClaimXact *x)
+{
+	static const char msg[] = "job claim made final";
+	XLogRecPtr	end;
+
+	memset(x, 0, sizeof(*x));
+	if (RecoveryInProgress())
+		return;
+	x->xid = U64FromFullTransactionId(GetTopFullTransactionId());
+	end = ZkLogLogicalMessage("zklock", msg, sizeof(msg) - 1);
+	XLogFlush(end);
+	x->lsn = end;
+	x->timeline = GetWALInsertionTimeLine();
+	x->has_xid = true;
+}
+
+/*
  * PRE_COMMIT: make every claim of the transaction final, one after
  * another.  Any failure fails the COMMIT with 40001, and the abort that
  * follows gives the claims up (the slot is open again).
@@ -1205,7 +1249,11 @@ static void
 finalize_claims(void)
 {
 	ListCell   *lc;
+	ZkClaimXact xact;
 
+	if (claims == NIL)
+		return;
+	claims_xact(&xact);
 	foreach(lc, claims)
 	{
 		ZkClaim    *c = lfirst(lc);
@@ -1215,6 +1263,7 @@ finalize_claims(void)
 			claim_lost_error(c);
 		PG_TRY();
 		{
+			zk_set_claim_xact(c->id, c->generation, &xact);
 			zk_ask(c->id, c->generation, ZK_ASK_FINALIZE,
 				   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   zklock_session_timeout));
@@ -1241,6 +1290,8 @@ zk_xact_callback(XactEvent event, void *arg)
 {
 	ZkHolding  *h;
 
+	if (holdings == NULL)
+		return;					/* nothing was ever held here */
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
@@ -1287,6 +1338,8 @@ static void
 zk_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					SubTransactionId parentSubid, void *arg)
 {
+	if (holdings == NULL)
+		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		release_xact(mySubid);

@@ -28,6 +28,7 @@ extern bool zk_hold_release(ZkKind kind, const char *name);
 extern void zk_hold_release_last(ZkKind kind, const char *name);
 extern int	zk_hold_release_all(void);
 extern bool zk_hold_is_held(ZkKind kind, const char *name, int64 *token);
+extern void zk_holdings_register_callbacks(void);
 extern bool zk_hold_claim(const char *job, TimestampTz slot,
 						  int64 timeout_ms);
 /* double barrier memberships (double_barrier.c) */

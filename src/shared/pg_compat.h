@@ -46,4 +46,15 @@
 	CreateWaitEventSet(TopMemoryContext, (nevents))
 #endif
 
+/* a transactional logical message, not flushed; returns its end */
+#if PG_VERSION_NUM >= 170000
+#define ZkLogLogicalMessage(prefix, msg, size) \
+	LogLogicalMessage((prefix), (msg), (size), true, false)
+#define ZkTransamVariables TransamVariables
+#else
+#define ZkLogLogicalMessage(prefix, msg, size) \
+	LogLogicalMessage((prefix), (msg), (size), true)
+#define ZkTransamVariables ShmemVariableCache
+#endif
+
 #endif							/* ZKLOCK_PG_COMPAT_H */

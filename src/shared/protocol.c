@@ -834,6 +834,21 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 }
 
 /*
+ * The transaction a job claim is made final for, written before
+ * ZK_ASK_FINALIZE (the worker reads it when it takes the ask).
+ */
+void
+zk_set_claim_xact(int id, uint32 generation, const ZkClaimXact *xact)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	if (e->generation == generation)
+		e->claim_xact = *xact;
+	LWLockRelease(zk_shared->lock);
+}
+
+/*
  * Ask the worker for something more on an entry the caller holds, and wait
  * for its answer until the deadline (0: none).  Returns DONE or
  * WOULD_BLOCK as the worker answered, or PENDING when the deadline passed

@@ -57,10 +57,24 @@ typedef enum ZkAsk
 	ZK_ASK_FINALIZE,			/* job claim: make it final (at COMMIT) */
 	ZK_ASK_LEAVE,				/* double barrier: leave it */
 	ZK_ASK_LEAVE_NOWAIT,		/* ... WOULD_BLOCK rather than wait */
-	ZK_ASK_REOPEN				/* job claim, given up with the entry
+	ZK_ASK_REOPEN,				/* job claim, given up with the entry
 								 * (zk_give_up_asking): its transaction
-								 * aborted, reopen it if it was made final */
+								 * aborted */
+	ZK_ASK_COMMITTED			/* ... its transaction committed */
 } ZkAsk;
+
+/*
+ * The transaction of a job claim being made final (ZK_ASK_FINALIZE),
+ * written by the owner before it asks: what identifies its outcome in the
+ * instance's commit log (worker/recipes/claim.c).  No xid on a standby.
+ */
+typedef struct ZkClaimXact
+{
+	bool		has_xid;
+	uint64		xid;			/* FullTransactionId */
+	uint32		timeline;		/* where its WAL was written ... */
+	uint64		lsn;			/* ... and flushed to, with the xid */
+} ZkClaimXact;
 
 typedef enum ZkAskState
 {
@@ -77,6 +91,8 @@ typedef enum ZkAskState
 								 * a fresh start (part of a composite) */
 #define ZKR_REVOCABLE	0x04	/* revoked: signal the owner (SIGINT); the
 								 * owner keeps it current (zk_entry_publish) */
+#define ZKR_SETTLE		0x10	/* job claim: settle an unsettled claim by
+								 * hand (arg: 1 committed, 0 reopen) */
 #define ZKR_AT_MOST_ONCE 0x08	/* on session loss while pending: LOST once
 								 * a write of it was sent (it may have been
 								 * applied), else a fresh start */
@@ -110,6 +126,7 @@ typedef struct ZkEntry
 	/* the owner's asks on a held entry */
 	ZkAsk		ask;
 	ZkAskState	ask_state;
+	ZkClaimXact claim_xact;		/* with ZK_ASK_FINALIZE */
 
 	/* written by the worker */
 	int64		token;			/* fencing token, once granted */
@@ -239,6 +256,8 @@ extern int	zk_request(const ZkRequest *req, uint32 *generation);
 extern TimestampTz zk_deadline(int64 timeout_ms);
 extern ZkEntryState zk_wait(int id, uint32 generation, TimestampTz deadline);
 extern void zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline);
+extern void zk_set_claim_xact(int id, uint32 generation,
+							  const ZkClaimXact *xact);
 extern ZkAskState zk_ask_wait(int id, uint32 generation, ZkAsk ask,
 							  TimestampTz deadline);
 extern void zk_give_up(int id, uint32 generation);

@@ -4,10 +4,11 @@
 #    at once; an aborted or killed claimer leaves the slot open; a commit
 #    that cannot make the claim final fails with 40001 and leaves the slot
 #    open; a commit that fails after the claims were made final (a
-#    serialization failure at commit, postgres_fdw's remote commit, the
-#    backend terminated) reopens them, also when ZooKeeper is unreachable
-#    at that moment; a final claim is persistent; zklock.claim_retention
-#    removes old final claims.
+#    serialization failure at commit) reopens them; postgres_fdw's remote
+#    commit runs before zklock makes a claim final, so when it fails (also
+#    with ZooKeeper unreachable, or the backend terminated while it waits)
+#    the claim was never final and the slot is open again; a final claim is
+#    persistent; zklock.claim_retention removes old final claims.
 
 use strict;
 use warnings;
@@ -176,16 +177,18 @@ is($sb->query_ok(claim_sql('report', $S7)), 't', 'and the second');
 $_->quit foreach ($pivot, $other);
 
 # ---------------------------------------------------------------------------
-note 'another extension fails the COMMIT later, with ZooKeeper unreachable';
+note 'another extension fails the COMMIT, with ZooKeeper unreachable';
 
 # postgres_fdw commits its remote transaction (on instance b) in its own
-# PRE_COMMIT callback, which runs after zklock's when the session used the
-# foreign table before it first called zklock (the last registered runs
-# first).  The remote COMMIT waits on a deferred unique check for a row
+# PRE_COMMIT callback, registered when the session first uses a foreign
+# table; zklock registers its callbacks when the library is preloaded, and
+# PostgreSQL calls the newest first, so the remote COMMIT comes before the
+# claim is made final, even when the session used the foreign table before
+# it claimed.  The remote COMMIT waits on a deferred unique check for a row
 # another transaction of b inserted; ZooKeeper is paused meanwhile; that
 # transaction commits, the remote COMMIT fails, and with it the claimer's.
-# The worker cannot reach ZooKeeper, loses its session, and reopens the
-# claim once ZooKeeper is back.
+# The claim was never made final: its node goes with the rollback, or
+# with the session the worker loses while ZooKeeper is unreachable.
 $pb->safe_psql('postgres',
 	'CREATE TABLE dq (k int, CONSTRAINT dq_k UNIQUE (k) DEFERRABLE INITIALLY DEFERRED)');
 $pa->safe_psql('postgres',
@@ -195,7 +198,7 @@ $pa->safe_psql('postgres',
 	  . 'CREATE USER MAPPING FOR CURRENT_USER SERVER b; '
 	  . "CREATE FOREIGN TABLE dq (k int) SERVER b OPTIONS (table_name 'dq')");
 # The claimer's COMMIT (sent) waits for postgres_fdw's remote COMMIT on b,
-# after zklock made the claim of slot final.
+# before zklock makes the claim of slot final.
 sub remote_commit_waits
 {
 	my ($slot) = @_;
@@ -208,8 +211,8 @@ sub remote_commit_waits
 			timeout => 30),
 		'its COMMIT waits for the remote COMMIT ...');
 	is($sb->query_ok(
-			"SELECT final FROM zk_job_claims('report') WHERE slot = '$slot'"),
-		't', '... after the claim was made final');
+			"SELECT state FROM zk_job_claims('report') WHERE slot = '$slot'"),
+		'pending', '... before the claim is made final');
 	return;
 }
 
@@ -237,19 +240,17 @@ is($claimer->query_ok(q{SELECT count(*) FROM work WHERE slot = 'S8'}),
 ok(poll_status($pa, sub { $_[0]{session_losses} > $losses }, timeout => 60),
 	'a\'s worker loses its session while ZooKeeper is unreachable');
 $zk->resume_node(1);
-ok( poll_until(
-		sub { $pa->log_contains(qr/zklock reopened job claim "[^"]*2026-03-01T16:00:00Z"/) },
-		timeout => 60),
-	'once ZooKeeper is back, a\'s worker deletes the final claim');
 ok(poll_session($sb, claim_sql('report', $S8), 't', timeout => 60),
-	'b then claims the slot');
+	'once ZooKeeper is back, b claims the slot');
+ok(!$pa->log_contains(qr/zklock reopened job claim "[^"]*2026-03-01T16:00:00Z"/),
+	'a never made the claim final');
 $_->quit foreach ($holder, $claimer);
 
 note 'the claimer\'s backend terminated while its COMMIT waits';
 
 # b's holder inserts row k of dq; the claimer (on a) uses the foreign
 # table, claims the slot and inserts k too, so its COMMIT waits in
-# postgres_fdw's pre-commit, after zklock made the claim final.  Returns
+# postgres_fdw's pre-commit, before zklock makes the claim final.  Returns
 # the two sessions, the claimer's COMMIT sent.
 sub commit_waits_remotely
 {
@@ -271,28 +272,23 @@ my $S9 = '2026-03-01 17:00+00';
 ($holder, $claimer) = commit_waits_remotely($S9, 9);
 is($pa->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $claimer->pid . ')'),
 	't', 'the claimer\'s backend is terminated');
-ok( poll_until(
-		sub { $pa->log_contains(qr/zklock reopened job claim "[^"]*2026-03-01T17:00:00Z"/) },
-		timeout => 30),
-	'a\'s worker deletes the final claim');
 ok(poll_session($sb, claim_sql('report', $S9), 't', timeout => 30),
-	'b then claims the slot');
+	'b then claims the slot: the claim was given up with the backend');
 $holder->query_ok('ROLLBACK');
 $_->quit foreach ($holder, $claimer);
 
-note 'a failed COMMIT returns once its final claim is reopened';
+note 'a failed COMMIT returns once its claim is deleted';
 
 # As above, but ZooKeeper is only paused for a moment while the claimer's
-# COMMIT fails: the ROLLBACK of its claim waits for the reopening (the
+# COMMIT fails: the ROLLBACK of its claim waits for the node's delete (the
 # session is still vouched for), and a claim of the slot made right after
-# the COMMIT returned gets it.  Were the reopening left to after the
-# return, that claim's create would reach ZooKeeper before the reopening's
-# delete and find the slot taken.
+# the COMMIT returned gets it.  Were the delete left to after the return,
+# that claim's create would reach ZooKeeper first and find the slot taken.
 my $S10 = '2026-03-01 18:00+00';
 ($holder, $claimer) = commit_waits_remotely($S10, 10);
 $zk->pause_node(1);
 is(($holder->query('COMMIT'))[1], '', 'the transaction of b commits its row');
-# the claimer's COMMIT fails; its rollback cannot reopen the claim while
+# the claimer's COMMIT fails; its rollback cannot delete the claim while
 # ZooKeeper is paused, and does not return before it has
 poll_until(
 	sub {
@@ -304,7 +300,7 @@ poll_until(
 	timeout => 30,
 	interval => 0.02);
 ok(!$claimer->done,
-	'the failed COMMIT waits while its final claim cannot be reopened');
+	'the failed COMMIT waits while its claim cannot be deleted');
 $zk->resume_node(1);
 ($out, $err) = $claimer->result;
 is(sqlstate($err), '23505', 'the claimer\'s COMMIT failed');

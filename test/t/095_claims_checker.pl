@@ -297,7 +297,7 @@ sub violations
 		{
 			push @v, "$slot: an ephemeral claim node is left (owner $nd->[0])";
 		}
-		elsif ($nd && $nd->[1] !~ /^(final|committed)$/)
+		elsif ($nd && $nd->[1] ne 'committed')
 		{
 			push @v, "$slot: a persistent claim node in state $nd->[1]";
 		}

@@ -131,7 +131,18 @@ ok(poll_status($pb, sub { $_[0]{state} eq 'connected' }, timeout => 30),
 $holder->quit;
 $holder = session($pb);
 is($holder->query_ok("SELECT zk_lock_acquire('oc/held2')"), 't', 'B holds oc/held2');
+# a call of A queued behind B's holder before the pause, with a timeout
+# well below the session timeout: it saw the holder, so it answers false
+# at its timeout (zk_status() may still say connected while ZooKeeper is
+# paused), as docs/failures.md's table says
+my $q = session($pa);
+$q->send("SELECT zk_lock_acquire('oc/held2', 1500)");
+ZkLockTest::wait_for_extension_wait($pa, $q->pid);
 $zk->pause_node(1);
+($out, $err) = $q->result(timeout => 30);
+is($out, 'f', 'paused: a call queued behind the holder answers false at its timeout');
+is($err, '', '... with no error');
+$q->quit;
 # (the call returns once the node it sent for is deleted, or the session
 # can no longer vouch for it: half the session timeout at most)
 ($out, $err, $secs) = timed($a, "SELECT zk_lock_acquire('oc/free2', 300)");

@@ -252,6 +252,7 @@ new_call(ZkPart *p, ZkCallType type, int tag, const char *path)
 	c->r.tag = tag;
 	c->path = MemoryContextStrdup(engine_context, path);
 	c->r.path = c->path;
+	c->r.op = -1;
 	return c;
 }
 
@@ -265,6 +266,14 @@ free_call(ZkCall *c)
 		pfree(c->created);
 	if (c->mem)
 		pfree(c->mem);
+	for (int i = 0; i < c->nwrites; i++)
+	{
+		pfree((char *) c->writes[i].path);
+		if (c->writes[i].data)
+			pfree((char *) c->writes[i].data);
+	}
+	if (c->writes)
+		pfree(c->writes);
 	pfree(c->path);
 	pfree(c);
 }
@@ -439,6 +448,26 @@ void_done(int rc, const void *data)
 }
 
 /*
+ * The answer to a driver's multi (zk_call_multi).  Refused, the server
+ * names the write that failed (those before it say ZOK, rolled back, those
+ * after it ZRUNTIMEINCONSISTENCY); lost, every write has the same error
+ * and none is named.
+ */
+static void
+call_multi_done(int rc, const void *data)
+{
+	ZkCall	   *c = (ZkCall *) data;
+	zoo_op_result_t *results = (zoo_op_result_t *) ((zoo_op_t *) c->mem +
+													c->nwrites);
+
+	if (rc != ZOK && !zk_is_connection_loss(rc) && rc != ZCLOSING)
+		for (int i = 0; i < c->nwrites && c->r.op < 0; i++)
+			if (results[i].err != ZOK && results[i].err != ZRUNTIMEINCONSISTENCY)
+				c->r.op = i;
+	done(c, rc);
+}
+
+/*
  * The answer to a multi of several calls' writes.  A multi is all or
  * nothing.  Done: each call is answered as if sent alone (a create with
  * the Stat a create2 would give, its czxid that of the session node's
@@ -576,19 +605,33 @@ send_call(ZkCall *c)
 			return zoo_async(zk_zh, path, string_done, c);
 		case ZKC_MULTI:
 			{
-				/* finalize: its ops and results live until the answer */
+				/* its ops and results live until the answer */
 				zoo_op_t   *mops;
 				zoo_op_result_t *results;
 
 				c->mem = MemoryContextAllocZero(engine_context,
-												sizeof(zoo_op_t) * 2 +
-												sizeof(zoo_op_result_t) * 2);
+												(sizeof(zoo_op_t) +
+												 sizeof(zoo_op_result_t)) *
+												c->nwrites);
 				mops = c->mem;
-				results = (zoo_op_result_t *) (mops + 2);
-				zoo_delete_op_init(&mops[0], path, c->version);
-				zoo_create_op_init(&mops[1], path, c->data, datalen(c->data),
-								   zk_session_acl(), ZOO_PERSISTENT, NULL, 0);
-				return zoo_amulti(zk_zh, 2, mops, results, void_done, c);
+				results = (zoo_op_result_t *) (mops + c->nwrites);
+				for (int i = 0; i < c->nwrites; i++)
+				{
+					const ZkWrite *w = &c->writes[i];
+
+					if (w->type == ZKC_CREATE)
+						zoo_create_op_init(&mops[i], w->path, w->data,
+										   datalen((char *) w->data),
+										   zk_session_acl(), w->mode, NULL, 0);
+					else if (w->type == ZKC_SET)
+						zoo_set_op_init(&mops[i], w->path, w->data,
+										datalen((char *) w->data), w->version,
+										NULL);
+					else
+						zoo_delete_op_init(&mops[i], w->path, w->version);
+				}
+				return zoo_amulti(zk_zh, c->nwrites, mops, results,
+								  call_multi_done, c);
 			}
 	}
 	return ZBADARGUMENTS;

@@ -876,8 +876,8 @@ take_request(int id)
 		ZkPart	   *p = op->part;
 
 		/* the last ask given with the entry (zk_give_up_asking) */
-		if (ask == ZK_ASK_REOPEN && ask_state == ZK_ASK_PENDING &&
-			p && p->driver->ask)
+		if ((ask == ZK_ASK_REOPEN || ask == ZK_ASK_COMMITTED) &&
+			ask_state == ZK_ASK_PENDING && p && p->driver->ask)
 			p->driver->ask(p, id, ask);
 
 		/*

@@ -63,7 +63,21 @@ typedef struct ZkResult
 	int			datalen;
 	bool		has_stat;		/* CREATE, GET, EXISTS, SET */
 	struct Stat stat;
+	int			op;				/* MULTI refused: the write ZooKeeper named
+								 * (from 0), or -1 */
 } ZkResult;
+
+/* One write of a multi transaction (zk_call_multi). */
+typedef struct ZkWrite
+{
+	ZkCallType	type;			/* ZKC_CREATE, ZKC_DELETE or ZKC_SET */
+	const char *path;
+	const char *data;			/* CREATE, SET: data, or NULL */
+	int			version;		/* DELETE, SET: expected version (-1: any) */
+	int			mode;			/* CREATE: ZOO_PERSISTENT, ZOO_EPHEMERAL */
+} ZkWrite;
+
+#define ZK_MULTI_MAX	4		/* writes in one zk_call_multi */
 
 /* Where our node is in its life. */
 typedef enum ZkNodePhase
@@ -320,8 +334,8 @@ extern void zk_call_delete(ZkPart *p, int tag, const char *path, int version);
 extern void zk_call_set(ZkPart *p, int tag, const char *path,
 						const char *data, int version);
 extern void zk_call_sync(ZkPart *p, int tag, const char *path);
-extern void zk_call_finalize(ZkPart *p, int tag, const char *path,
-							 int version, const char *data);
+extern void zk_call_multi(ZkPart *p, int tag, const char *path,
+						  const ZkWrite *writes, int n);
 
 /* outcomes */
 extern int	zk_part_entry(ZkPart *p);

@@ -76,6 +76,8 @@ typedef struct ZkCall
 	char	   *created;		/* in a multi, CREATE: the path created */
 	bool		clocked;		/* a batch of writes in flight by itself */
 	uint32		epoch;			/* ... sent in that write epoch */
+	ZkWrite    *writes;			/* MULTI: its writes (zk_call_multi) */
+	int			nwrites;
 	void	   *mem;			/* MULTI: its ops and results */
 } ZkCall;
 

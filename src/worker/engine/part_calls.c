@@ -5,7 +5,7 @@
  *	  and the data of the nodes they create.
  *
  * A driver, or the engine for a part, makes a call with zk_call_create,
- * ..., zk_call_finalize; the answer comes to the driver's step() with the
+ * ..., zk_call_multi; the answer comes to the driver's step() with the
  * tag, or for the engine's own tags (negative) to the engine (process_call
  * in engine.c).  Before a call goes on the outbox (calls.c), this file does
  * the engine's bookkeeping that the call implies: it counts as in flight
@@ -259,17 +259,27 @@ zk_call_sync(ZkPart *p, int tag, const char *path)
 }
 
 /*
- * Turn our ephemeral node at path (of data version "version") into a
- * persistent one with the given data, atomically: a multi of its delete and
- * a create of the same path.  Either both happen or neither.
+ * A multi transaction of up to ZK_MULTI_MAX writes, all or none; path
+ * names it in the answer (ZkResult.path).  Refused, ZkResult.op says which
+ * write ZooKeeper named.
  */
 void
-zk_call_finalize(ZkPart *p, int tag, const char *path, int version,
-				 const char *data)
+zk_call_multi(ZkPart *p, int tag, const char *path, const ZkWrite *writes,
+			  int n)
 {
 	ZkCall	   *c = new_call(p, ZKC_MULTI, tag, path);
+	ZkWrite    *w;
 
-	c->data = MemoryContextStrdup(engine_context, data);
-	c->version = version;
+	Assert(n >= 1 && n <= ZK_MULTI_MAX);
+	w = MemoryContextAllocZero(engine_context, sizeof(ZkWrite) * n);
+	for (int i = 0; i < n; i++)
+	{
+		w[i] = writes[i];
+		w[i].path = MemoryContextStrdup(engine_context, writes[i].path);
+		if (writes[i].data)
+			w[i].data = MemoryContextStrdup(engine_context, writes[i].data);
+	}
+	c->writes = w;
+	c->nwrites = n;
 	queue_call(c);
 }
