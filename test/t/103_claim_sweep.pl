@@ -70,7 +70,7 @@ ok(poll_until(sub { $proxy->status->{held} }, timeout => 30),
 	'a\'s sweep read the old node; the reply is held');
 
 # meanwhile: the old node is deleted, b claims the slot again and commits
-ZkLockTest::zk_python($zk, q{zk.delete(args[0])}, "/zklock/$JOB/claims/" . slot_name($S));
+ZkLockTest::zk_python($zk, q{zk.delete(args[0], recursive=True)}, "/zklock/$JOB/claims/" . slot_name($S));
 is($pb->safe_psql('postgres', run_sql($S)), 'ran', 'b claims the slot again and runs it');
 my $new;
 ok( poll_until(
