@@ -47,8 +47,9 @@
  * later reopens it only while the worker remembers it).
  *
  * The index: <zklock.root>/zklock.instances/unsettled/<system identifier>/
- * <nonce>, a persistent node per unsettled claim, whose data is
- * "<xid> <timeline> <lsn>\n<claim path>".  It exists exactly while the
+ * <nonce>, a persistent node per unsettled claim (in a persistent folder
+ * per system, made when its primary's worker first reads it), whose data
+ * is "<xid> <timeline> <lsn>\n<claim path>".  It exists exactly while the
  * claim is committing: settling deletes it in the same multi, so two
  * settlers (the instance and an operator, zk_job_claim_settle) cannot both
  * settle one claim, and a settler never touches a newer claim of the same
@@ -113,6 +114,7 @@
 #define T_MANUAL		20
 #define T_SWEEP_CLOCK	21		/* ZooKeeper's time, for the sweep */
 #define T_SCAN_SYNC		22
+#define T_INDEX_DIR		23		/* answer ignored: made, or was there */
 
 /* where a claim part is (ZkPart.step) */
 #define CLAIM_START		0		/* create the node */
@@ -613,13 +615,13 @@ claim_finalized(ZkPart *p, const ZkResult *r)
 	u->finalizing = false;
 	if (r->rc == ZNONODE && r->op == 3 && p->parent_tries++ < 3)
 	{
-		/* the index's folder is gone (a reaped container): make it */
+		/* the index's folder is not there (a new ZooKeeper): make it */
 		char		dir[ZK_PATH_MAX];
 
 		own_index_dir(dir, sizeof(dir));
 		zk_parents_gone(dir);
 		u->finalizing = true;
-		zk_call_create(p, T_INDEX_PARENT, dir, NULL, ZOO_CONTAINER, true);
+		zk_call_create(p, T_INDEX_PARENT, dir, NULL, ZOO_PERSISTENT, true);
 		return;
 	}
 	/* no more node of ours for the engine to delete */
@@ -1365,7 +1367,13 @@ own_step(ZkPart *p, const ZkResult *r)
 							 r->children[i]);
 					zk_call_get(p, T_SCAN_GET, path, false);
 				}
-			else if (r->rc != ZNONODE)
+			else if (r->rc == ZNONODE)
+			{
+				/* made now, so that finalizes find it (persistent) */
+				zk_call_create(p, T_INDEX_DIR, r->path, NULL, ZOO_PERSISTENT,
+							   true);
+			}
+			else
 				scan_due = true;	/* again */
 			break;
 
