@@ -195,7 +195,7 @@ SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
 ALTER EXTENSION zklock UPDATE;
 SELECT pg_get_function_arguments('zk_job_claims(text)'::regprocedure) AS claims_columns;
 SELECT has_function_privilege('zklock_upg_reader', 'zk_job_claims(text)', 'EXECUTE') AS reader,
-       has_function_privilege('"Zklock Upg-Reader"', 'zk_job_claims(text)', 'EXECUTE') AS quoted_reader,
+       has_function_privilege('Zklock Upg-Reader', 'zk_job_claims(text)', 'EXECUTE') AS quoted_reader,
        has_function_privilege('pg_monitor', 'zk_job_claims(text)', 'EXECUTE') AS monitor,
        has_function_privilege('public', 'zk_job_claim_settle(text, timestamptz, boolean)', 'EXECUTE') AS public_settles;
 SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
