@@ -45,27 +45,30 @@ END $$;
 SELECT zk_shared_count_set('reg/count', -2147483648);
 SELECT * FROM zk_shared_count('reg/count');
 -- add to an absent count: created with the seed, then added to
-SELECT zk_shared_count_add('reg/count/add', 3, 40);
-SELECT * FROM zk_shared_count('reg/count/add');
+SELECT zk_shared_count_add('reg/count-add', 3, 40);
+SELECT * FROM zk_shared_count('reg/count-add');
 -- set of an absent count creates it
-SELECT zk_shared_count_set('reg/count/set', 5);
-SELECT * FROM zk_shared_count('reg/count/set');
+SELECT zk_shared_count_set('reg/count-set', 5);
+SELECT * FROM zk_shared_count('reg/count-set');
 -- a node that is not a count (a barrier's text, a lock's parent without
 -- data): 22P02 naming the node, and it is left as it was
-SELECT zk_barrier_set('reg/count/barrier');
-SELECT zk_shared_count('reg/count/barrier');
-SELECT zk_shared_count_set('reg/count/barrier', 1);
-SELECT zk_shared_count_add('reg/count/barrier', 1);
+SELECT zk_barrier_set('reg/count-barrier');
+\set VERBOSITY terse
+SELECT zk_shared_count('reg/count-barrier');
+SELECT zk_shared_count_set('reg/count-barrier', 1);
+SELECT zk_shared_count_try_set('reg/count-barrier', 0, 1);
+SELECT zk_shared_count_add('reg/count-barrier', 1);
+\set VERBOSITY default
 DO $$
 BEGIN
-    PERFORM zk_shared_count('reg/count/barrier');
+    PERFORM zk_shared_count('reg/count-barrier');
 EXCEPTION WHEN invalid_text_representation THEN
     RAISE NOTICE 'read: %', SQLSTATE;
 END $$;
-SELECT zk_barrier_wait('reg/count/barrier', 0);
-SELECT zk_barrier_remove('reg/count/barrier');
-SELECT zk_lock_acquire('reg/count/lock');
-SELECT zk_shared_count('reg/count/lock');
-SELECT zk_lock_release('reg/count/lock');
+SELECT zk_barrier_wait('reg/count-barrier', 0);
+SELECT zk_barrier_remove('reg/count-barrier');
+SELECT zk_lock_acquire('reg/count-lock');
+SELECT zk_shared_count('reg/count-lock');
+SELECT zk_lock_release('reg/count-lock');
 -- the failed calls left nothing: no request waits, nothing is held
 SELECT count(*) FROM zk_locks WHERE pid = pg_backend_pid();

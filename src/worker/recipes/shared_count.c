@@ -21,9 +21,11 @@
  *	  (again if someone wrote in between), creating it when absent: so it
  *	  never overwrites a node that is not a count.  Result: value and new
  *	  version.
- *	- compare-and-set (arg: the value, targ: the version read before) sets
- *	  at that version, as trySetCount does: 1 when applied, 0 when the
- *	  count changed meanwhile (or is gone).
+ *	- compare-and-set (arg: the value, targ: the version read before) reads
+ *	  the node and, if it is still at that version, sets it at that version,
+ *	  as trySetCount does: 1 when applied, 0 when the count changed
+ *	  meanwhile (or is gone).  The read first costs a round trip, but a
+ *	  node that is not a count is never written, whatever its version.
  *	- add (arg: the delta, targ: the seed) reads, creates with the seed
  *	  when absent, and sets value + delta at the version read, again with
  *	  the new value while someone else wrote in between, at most MAX_TRIES
@@ -307,10 +309,7 @@ count_step(ZkPart *p, const ZkResult *r)
 		return;
 	if (r == NULL)
 	{
-		if (p->step == S_IDLE && p->driver->kind == ZK_KIND_COUNT_CAS)
-			send_set(p, p->arg, (int32) p->targ);
-		else
-			read_count(p);
+		read_count(p);
 		return;
 	}
 	switch (r->tag)
