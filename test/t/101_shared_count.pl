@@ -99,15 +99,30 @@ is($sa->query_ok("SELECT zk_shared_count_add('sc/seed-add', 1, 100)"), '101',
 	'a adds 1 to an absent count with seed 100: 101');
 is($kazoo->ask(k1 => 'counter-get /zklock/sc/seed-add'), 'ok 101', 'Kazoo reads 101');
 
-note 'a node that is not a count: 22P02, naming it';
+note 'the empty node Kazoo makes before its first write reads as the seed';
 is($kazoo->ask(k1 => 'counter-get /zklock/sc/kazoo-empty'), 'ok 0',
 	'Kazoo reads its default from the empty node it makes');
-my ($out, $err) = $sa->query("SELECT zk_shared_count('sc/kazoo-empty')");
-is(sqlstate($err), '22P02', 'zklock refuses the empty node with 22P02');
-like($err, qr{Node "/zklock/sc/kazoo-empty" holds 0 bytes}, '... naming the node');
+is($sa->query_ok("SELECT count || ' ' || version FROM zk_shared_count('sc/kazoo-empty', 3)"),
+	'3 0', 'zklock reads its seed at version 0');
 is($kazoo->ask(k1 => 'counter-add /zklock/sc/kazoo-empty 4'), 'ok 0 4',
-	'Kazoo adds 4 to it: now 4 bytes');
+	'Kazoo adds 4 to its default: now 4 bytes');
 is(count_of($sa, 'sc/kazoo-empty'), '4 1', 'which zklock reads');
+is($kazoo->ask(k1 => 'counter-get /zklock/sc/kazoo-empty2'), 'ok 0',
+	'Kazoo makes another empty counter node');
+is($sb->query_ok("SELECT zk_shared_count_add('sc/kazoo-empty2', 5, 10)"), '15',
+	'zklock adds 5 to it with seed 10: 15');
+is($kazoo->ask(k1 => 'counter-get /zklock/sc/kazoo-empty2'), 'ok 15', 'Kazoo reads 15');
+
+note 'a node that is not a count: 22P02, naming it';
+is($curator->ask(c4 => 'barrier-set /zklock/sc/curator-barrier'), 'ok',
+	'Curator sets a barrier (its node holds the client\'s address)');
+my ($out, $err) = $sa->query("SELECT zk_shared_count('sc/curator-barrier')");
+is(sqlstate($err), '22P02', 'zklock refuses to read it as a count, with 22P02');
+like($err, qr{Node "/zklock/sc/curator-barrier" holds \d+ bytes}, '... naming the node');
+($out, $err) = $sb->query("SELECT zk_shared_count_add('sc/curator-barrier', 1)");
+is(sqlstate($err), '22P02', 'and to add to it');
+is($curator->ask(c4 => 'barrier-wait /zklock/sc/curator-barrier 0'), 'timeout',
+	'the barrier is still set');
 
 # ---------------------------------------------------------------------------
 note 'compare-and-set races: exactly one winner';

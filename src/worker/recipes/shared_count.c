@@ -10,7 +10,8 @@
  * SharedCount and Kazoo's Counter(support_curator=True) write it; its
  * missing ancestors are created as container nodes.  A node that holds
  * anything else (a lock's parent has no data, a barrier holds text) is not
- * a count: every request refuses it with 22P02, naming the node.
+ * a count: every request refuses it with 22P02, naming the node; except
+ * the empty node Kazoo's Counter makes before its first write (decode).
  *
  * Each request is a one-shot part of its own, ending with zk_part_done:
  *
@@ -111,13 +112,25 @@ encode(int32 value, char *buf)
 
 /*
  * The value a read found, or false (the part failed) when the node is not
- * a count.
+ * a count.  An empty persistent node that never had children is a count
+ * Kazoo's Counter made (its ensure_path) and has not written yet, which
+ * Kazoo reads as its default: it reads as the request's seed, and is
+ * written at its version like any other.  A lock's or semaphore's parent
+ * is empty too, but has or had children.
  */
 static bool
 decode(ZkPart *p, const ZkResult *r, int32 *value)
 {
 	const unsigned char *d = (const unsigned char *) r->data;
 
+	if ((r->data == NULL || r->datalen == 0) && r->has_stat &&
+		r->stat.ephemeralOwner == 0 && r->stat.numChildren == 0 &&
+		r->stat.cversion == 0)
+	{
+		*value = (p->driver->kind == ZK_KIND_COUNT_ADD) ?
+			(int32) p->targ : p->arg;
+		return true;
+	}
 	if (r->data == NULL || r->datalen != COUNT_BYTES)
 	{
 		zk_part_fail(p, ERRCODE_INVALID_TEXT_REPRESENTATION,
@@ -289,7 +302,8 @@ check_lost_write(ZkPart *p, const ZkResult *r)
 		count_read(p, value, r->stat.version);
 		return;
 	}
-	if (p->driver->kind == ZK_KIND_COUNT_SET && value == s->value)
+	if (p->driver->kind == ZK_KIND_COUNT_SET && r->datalen == COUNT_BYTES &&
+		value == s->value)
 	{
 		zk_part_done(p, count_result(value, r->stat.version));
 		return;
