@@ -5,7 +5,7 @@
 #    066_kinds_interop.pl): Kazoo's Lock, WriteLock and ReadLock, by default
 #    constructed with extra_lock_patterns=["-lock-"] so that they order
 #    Curator-style nodes (zklock's exclusive lock) with their own, and
-#    Counter(support_curator=True) (test/t/101_shared_count.pl), driven
+#    Counter(support_curator=True) (test/t/104_shared_count.pl), driven
 #    line by line on standard input.
 #
 # Usage: /usr/bin/python3 kazoo_driver.py CONNECT

@@ -1,4 +1,4 @@
-# 101_shared_count.pl
+# 104_shared_count.pl
 #    Shared counts (zk_shared_count, zk_shared_count_set,
 #    zk_shared_count_try_set, zk_shared_count_add), the node of Curator's
 #    SharedCount and Kazoo's Counter(support_curator=True): two PostgreSQL
