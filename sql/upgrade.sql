@@ -189,16 +189,19 @@ DROP EXTENSION zklock;
 -- adds zk_job_claim_settle for superusers only.
 CREATE EXTENSION zklock VERSION '1.4';
 CREATE ROLE zklock_upg_reader;
-GRANT EXECUTE ON FUNCTION zk_job_claims(text) TO zklock_upg_reader;
+CREATE ROLE "Zklock Upg-Reader";
+GRANT EXECUTE ON FUNCTION zk_job_claims(text) TO zklock_upg_reader, "Zklock Upg-Reader";
 SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
 ALTER EXTENSION zklock UPDATE;
 SELECT pg_get_function_arguments('zk_job_claims(text)'::regprocedure) AS claims_columns;
 SELECT has_function_privilege('zklock_upg_reader', 'zk_job_claims(text)', 'EXECUTE') AS reader,
+       has_function_privilege('"Zklock Upg-Reader"', 'zk_job_claims(text)', 'EXECUTE') AS quoted_reader,
        has_function_privilege('pg_monitor', 'zk_job_claims(text)', 'EXECUTE') AS monitor,
        has_function_privilege('public', 'zk_job_claim_settle(text, timestamptz, boolean)', 'EXECUTE') AS public_settles;
 SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
 DROP EXTENSION zklock;
 DROP ROLE zklock_upg_reader;
+DROP ROLE "Zklock Upg-Reader";
 -- 3. Into a schema of its own: everything goes there and works from there.
 CREATE SCHEMA s;
 CREATE EXTENSION zklock SCHEMA s;

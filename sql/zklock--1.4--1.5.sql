@@ -38,9 +38,10 @@ DECLARE
     g record;
 BEGIN
     FOR g IN SELECT * FROM pg_temp.zklock_claims_grants LOOP
+        -- regrole's output is quoted as needed already
         EXECUTE format('GRANT EXECUTE ON FUNCTION @extschema@.zk_job_claims(text) TO %s%s',
                        CASE WHEN g.grantee = 0 THEN 'PUBLIC'
-                            ELSE quote_ident(g.grantee::regrole::text) END,
+                            ELSE g.grantee::regrole::text END,
                        CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
 END

@@ -119,6 +119,8 @@ typedef struct ZkClaim
 
 static List *claims = NIL;
 static bool claims_exit_registered = false;
+static bool claims_finalized = false;	/* this transaction's COMMIT made
+										 * them final: no more claims */
 
 static void zk_xact_callback(XactEvent event, void *arg);
 static void release_claims(SubTransactionId from, bool aborted);
@@ -1128,6 +1130,12 @@ zk_hold_claim(const char *job, TimestampTz slot, int64 timeout_ms)
 		if (c->slot == slot && strcmp(c->job, job) == 0)
 			return true;		/* ours already; COMMIT checks it */
 	}
+	if (claims_finalized)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cannot claim zklock job \"%s\" while the transaction commits",
+						job),
+				 errdetail("The transaction's claims were made final already.")));
 
 	memset(&req, 0, sizeof(req));
 	req.kind = ZK_KIND_JOB_CLAIM;
@@ -1253,6 +1261,7 @@ finalize_claims(void)
 
 	if (claims == NIL)
 		return;
+	claims_finalized = true;
 	claims_xact(&xact);
 	foreach(lc, claims)
 	{
@@ -1326,6 +1335,7 @@ zk_xact_callback(XactEvent event, void *arg)
 			release_claims(TopSubTransactionId,
 						   event == XACT_EVENT_ABORT ||
 						   event == XACT_EVENT_PARALLEL_ABORT);
+			claims_finalized = false;
 			/* what the transaction held is free when COMMIT returns */
 			zk_await_released(false);
 			break;

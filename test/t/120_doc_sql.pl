@@ -176,7 +176,7 @@ sub functions_where
 	my ($cond) = @_;
 	return $node->safe_psql(
 		'doc_grants', qq{
-	SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1)
+	SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid::regprocedure::text)
 	  FROM pg_proc p
 	  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 	  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'zklock'
@@ -186,12 +186,12 @@ my $monitoring = q{p.proname ~ '(_internal|_participants|_info|_claims|^zk_statu
 is( functions_where(
 		q{NOT has_function_privilege('app_role', p.oid, 'EXECUTE')
 		  AND NOT has_function_privilege('monitoring_role', p.oid, 'EXECUTE')}),
-	'zk_stats_reset()',
-	'every function but zk_stats_reset() is granted to app_role or monitoring_role');
+	'zk_job_claim_settle(text,timestamp with time zone,boolean), zk_stats_reset()',
+	'every function but the superuser\'s zk_stats_reset() and zk_job_claim_settle() is granted to app_role or monitoring_role');
 is(functions_where("$monitoring AND has_function_privilege('app_role', p.oid, 'EXECUTE')"),
 	'', 'app_role gets none of the monitoring functions (pg_monitor has them)');
 is( functions_where(
-		"NOT $monitoring AND p.proname <> 'zk_stats_reset'
+		"NOT $monitoring AND p.proname NOT IN ('zk_stats_reset', 'zk_job_claim_settle')
 		 AND NOT has_function_privilege('app_role', p.oid, 'EXECUTE')"),
 	'', 'app_role may call every lock, claim, leadership and barrier function');
 my ($rc, $out, $err) = $node->psql('doc_grants', q{

@@ -1184,6 +1184,21 @@ zk_engine_pending(void)
 		zk_calls_pending();
 }
 
+/* A driver wants a turn by then (0: no wish); see zk_engine_timeout */
+static ZkMono wake_at = 0;
+
+/*
+ * A driver that will look at something again at a time of its own (a job
+ * claim whose transaction still runs) asks for a turn then: the worker
+ * otherwise sleeps up to a second when nothing happens.
+ */
+void
+zk_engine_wake_at(ZkMono at)
+{
+	if (wake_at == 0 || at < wake_at)
+		wake_at = at;
+}
+
 /*
  * How long the worker may sleep before the engine needs to run (ms).  The
  * reconciler's round and the holders' data watches on their own nodes
@@ -1200,6 +1215,17 @@ zk_engine_timeout(void)
 
 	if (retained != 0 && (next == 0 || retained < next))
 		next = retained;
+	if (wake_at != 0)
+	{
+		/* a driver's wish (zk_engine_wake_at), on the monotonic clock */
+		ZkMono		mono = zk_mono_now();
+		TimestampTz at = now + Max(wake_at - mono, 0);
+
+		if (wake_at <= mono)
+			wake_at = 0;
+		if (next == 0 || at < next)
+			next = at;
+	}
 	/* one overdue but not set waits for its part's next step */
 	if (own > now && (next == 0 || own < next))
 		next = own;

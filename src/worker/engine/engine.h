@@ -360,6 +360,7 @@ extern void zk_part_node_created(ZkPart *p, const char *path,
 								 const struct Stat *stat);
 extern void zk_part_drop(ZkPart *p);
 extern void zk_part_look_again(ZkPart *p);
+extern void zk_engine_wake_at(ZkMono at);
 extern bool zk_part_parent_gone(ZkPart *p);
 
 /* helpers */

@@ -47,8 +47,9 @@
  * later reopens it only while the worker remembers it).
  *
  * The index: <zklock.root>/zklock.instances/unsettled/<system identifier>/
- * <nonce>, a persistent node per unsettled claim, whose data is
- * "<xid> <timeline> <lsn>\n<claim path>".  It exists exactly while the
+ * <nonce>, a persistent node per unsettled claim (in a persistent folder
+ * per system, made when its primary's worker first reads it), whose data
+ * is "<xid> <timeline> <lsn>\n<claim path>".  It exists exactly while the
  * claim is committing: settling deletes it in the same multi, so two
  * settlers (the instance and an operator, zk_job_claim_settle) cannot both
  * settle one claim, and a settler never touches a newer claim of the same
@@ -82,6 +83,7 @@
 #include "access/xlog.h"
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
+#include "utils/elog.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -110,6 +112,9 @@
 #define T_PENDING_DEL	18
 #define T_MANUAL_GET	19		/* zk_job_claim_settle */
 #define T_MANUAL		20
+#define T_SWEEP_CLOCK	21		/* ZooKeeper's time, for the sweep */
+#define T_SCAN_SYNC		22
+#define T_INDEX_DIR		23		/* answer ignored: made, or was there */
 
 /* where a claim part is (ZkPart.step) */
 #define CLAIM_START		0		/* create the node */
@@ -131,6 +136,7 @@
 #define MAX_UNSETTLED	10000
 #define SETTLE_POLL_MS	250		/* a transaction still running: look again */
 #define SWEEP_MAX_MS	60000
+#define SCAN_INTERVAL_MS 60000	/* the index is read again */
 
 /* What the commit log says of a claim's transaction. */
 typedef enum XactOutcome
@@ -168,6 +174,8 @@ static ZkPart *claims_part;		/* the claims' own part */
 static HTAB *jobs;				/* names of the jobs claimed by us */
 static List *unsettled = NIL;	/* of Unsettled */
 static bool scan_due = true;	/* the index is to be read */
+static ZkMono next_scan = 0;
+static int64 sweep_now = 0;		/* ZooKeeper's time (ms) at the sweep */
 static bool was_in_recovery = true;
 static ZkMono next_sweep = 0;	/* monotonic, as every interval here */
 
@@ -202,6 +210,28 @@ data_field(const char *data, const char *key, char *out, size_t size)
 		return false;
 	memcpy(out, s, end - s);
 	out[end - s] = '\0';
+	return true;
+}
+
+/* The value of "key" in data zklock wrote, when it is a number. */
+static bool
+data_number(const char *data, const char *key, char *out, size_t size)
+{
+	char		pat[32];
+	const char *s;
+	size_t		n;
+
+	out[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	s = data ? strstr(data, pat) : NULL;
+	if (s == NULL)
+		return false;
+	s += strlen(pat);
+	n = strspn(s, "0123456789");
+	if (n == 0 || n >= size)
+		return false;
+	memcpy(out, s, n);
+	out[n] = '\0';
 	return true;
 }
 
@@ -366,17 +396,19 @@ unsettled_due(Unsettled *u, ZkMono now)
 
 /*
  * Is the WAL record that ended at lsn on timeline tli part of this
- * instance's history?  On its current timeline, yes; on an earlier one,
- * only if it ended before our timeline branched off it.
+ * instance's history?  On its current timeline, if it is not beyond what
+ * was flushed; on an earlier one, only if it ended before our timeline
+ * branched off it.  The caller has made sure the history file exists.
  */
 static bool
-in_history(TimeLineID tli, XLogRecPtr lsn, TimeLineID current)
+in_history(TimeLineID tli, XLogRecPtr lsn, TimeLineID current,
+		   XLogRecPtr flushed)
 {
 	List	   *history;
 	ListCell   *lc;
 
 	if (tli == current)
-		return true;
+		return lsn <= flushed;
 	history = readTimeLineHistory(current);
 	foreach(lc, history)
 	{
@@ -389,54 +421,82 @@ in_history(TimeLineID tli, XLogRecPtr lsn, TimeLineID current)
 }
 
 /*
- * What this instance's commit log says of a claim's transaction.  The
- * caller has checked that the instance is not in recovery.  A transaction
- * is running while the procarray has it (checked before the commit log:
- * a committing backend marks the commit log first), and a commit counts
- * once its record is flushed.  An xid older than the commit log keeps, or
- * a timeline newer than ours (we are a primary left behind by a failover),
- * is unknown: the claim is left to its own instance or to an operator.
+ * What this instance's commit log says of a claim's transaction (see the
+ * header).  The caller has checked that the instance is not in recovery.
+ *
+ * A transaction is running while a backend has it as its xid (checked
+ * before the commit log: a committing backend marks the commit log first,
+ * and leaves the procarray after; BackendXidGetPid, as it has no shortcut
+ * through RecentXmin, which a worker without snapshots never sets), and a
+ * commit counts once its record is flushed.  An xid older than the commit
+ * log keeps, a timeline newer than ours (we are a primary left behind by a
+ * failover), or a history we cannot read, is unknown: the claim is left to
+ * its own instance or to an operator.
  */
 static XactOutcome
-xact_outcome(const ZkClaimXact *x)
+xact_outcome_read(const ZkClaimXact *x)
 {
 	TimeLineID	current;
 	XLogRecPtr	flushed = GetFlushRecPtr(&current);
 	FullTransactionId fxid = FullTransactionIdFromU64(x->xid);
 	FullTransactionId next = ReadNextFullTransactionId();
 	TransactionId xid = XidFromFullTransactionId(fxid);
-	TransactionId oldest;
 	XLogRecPtr	commit_lsn = InvalidXLogRecPtr;
 	XidStatus	status = TRANSACTION_STATUS_IN_PROGRESS;
 	bool		running;
-	XactOutcome result;
+	bool		known;
 
-	/* a newer timeline than ours: we are the stale one, not its judge */
-	if (x->timeline > current)
+	if (x->timeline > current ||
+		(x->timeline < current && !existsTimeLineHistory(current)))
 		return XO_UNKNOWN;
-	if (!in_history(x->timeline, x->lsn, current))
+	if (!in_history(x->timeline, x->lsn, current, flushed))
 		return XO_ABORTED;
 	if (!FullTransactionIdPrecedes(fxid, next))
 		return XO_UNKNOWN;		/* cannot be, with its record in our WAL */
 	LWLockAcquire(XactTruncationLock, LW_SHARED);
-	oldest = ZkTransamVariables->oldestClogXid;
-	if (U64FromFullTransactionId(next) - x->xid >= (uint64) 1 << 31 ||
-		TransactionIdPrecedes(xid, oldest))
-	{
-		LWLockRelease(XactTruncationLock);
-		return XO_UNKNOWN;
-	}
-	running = TransactionIdIsActive(xid);
-	if (!running)
+	known = U64FromFullTransactionId(next) - x->xid < (uint64) 1 << 31 &&
+		!TransactionIdPrecedes(xid, ZkTransamVariables->oldestClogXid);
+	running = known && BackendXidGetPid(xid) != 0;
+	if (known && !running)
 		status = TransactionIdGetStatus(xid, &commit_lsn);
 	LWLockRelease(XactTruncationLock);
+	if (!known)
+		return XO_UNKNOWN;
 	if (running)
-		result = XO_RUNNING;
-	else if (status == TRANSACTION_STATUS_COMMITTED)
-		result = !XLogRecPtrIsInvalid(commit_lsn) && commit_lsn > flushed ?
-			XO_RUNNING : XO_COMMITTED;
-	else
-		result = XO_ABORTED;
+		return XO_RUNNING;
+	if (status != TRANSACTION_STATUS_COMMITTED)
+		return XO_ABORTED;
+	return !XLogRecPtrIsInvalid(commit_lsn) && commit_lsn > flushed ?
+		XO_RUNNING : XO_COMMITTED;
+}
+
+/* The same, an error (the commit log or a history file unreadable) unknown. */
+static XactOutcome
+xact_outcome(const ZkClaimXact *x)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile XactOutcome result = XO_UNKNOWN;
+
+	PG_TRY();
+	{
+		result = xact_outcome_read(x);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		/* nothing else of the worker holds an LWLock in a driver's step */
+		LWLockReleaseAll();
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		ereport(WARNING,
+				(errmsg("zklock could not read the outcome of transaction " UINT64_FORMAT ": %s",
+						x->xid, ed->message)));
+		FreeErrorData(ed);
+		result = XO_UNKNOWN;
+	}
+	PG_END_TRY();
 	return result;
 }
 
@@ -472,8 +532,9 @@ claim_start(ZkPart *p)
 	if (p->extra)
 		pfree(p->extra);
 	p->extra = MemoryContextStrdup(TopMemoryContext,
-								   psprintf("%s,\"slot\":\"%s\",\"claimed_at\":\"%s\",\"claim\":\"%s\",\"state\":\"pending\"}",
-											base, slot, now, nonce));
+								   psprintf("%s,\"slot\":\"%s\",\"claimed_at\":\"%s\",\"claim\":\"%s\",\"retention\":%d,\"state\":\"pending\"}",
+											base, slot, now, nonce,
+											zklock_claim_retention));
 	note_job(p->name);
 	claim_create(p);
 }
@@ -554,13 +615,13 @@ claim_finalized(ZkPart *p, const ZkResult *r)
 	u->finalizing = false;
 	if (r->rc == ZNONODE && r->op == 3 && p->parent_tries++ < 3)
 	{
-		/* the index's folder is gone (a reaped container): make it */
+		/* the index's folder is not there (a new ZooKeeper): make it */
 		char		dir[ZK_PATH_MAX];
 
 		own_index_dir(dir, sizeof(dir));
 		zk_parents_gone(dir);
 		u->finalizing = true;
-		zk_call_create(p, T_INDEX_PARENT, dir, NULL, ZOO_CONTAINER, true);
+		zk_call_create(p, T_INDEX_PARENT, dir, NULL, ZOO_PERSISTENT, true);
 		return;
 	}
 	/* no more node of ours for the engine to delete */
@@ -865,9 +926,10 @@ claim_freed(ZkPart *p)
 		u->held = false;
 		if (u->finalizing)
 		{
-			/* its answer will not come: as if lost */
+			/* its answer will not come: as if lost, and not committed */
 			u->finalizing = false;
 			u->pending_too = true;
+			u->word = ZK_ASK_REOPEN;
 		}
 	}
 }
@@ -1099,13 +1161,14 @@ settle(ZkPart *own, Unsettled *u, ZkMono now)
 	{
 		if (RecoveryInProgress())
 		{
-			u->not_before = ZkMonoPlusMs(now, SETTLE_POLL_MS);
+			u->not_before = ZkMonoPlusMs(now, SCAN_INTERVAL_MS);
 			return;
 		}
 		switch (xact_outcome(&u->xact))
 		{
 			case XO_RUNNING:
 				u->not_before = ZkMonoPlusMs(now, SETTLE_POLL_MS);
+				zk_engine_wake_at(u->not_before);
 				return;
 			case XO_UNKNOWN:
 				ereport(WARNING,
@@ -1136,6 +1199,52 @@ settle(ZkPart *own, Unsettled *u, ZkMono now)
 		return;
 	}
 	send_settle(own, u, committed);
+}
+
+/*
+ * A committed claim the sweep looked at: removed when its slot and its
+ * creation are both older than the retention, the larger of ours and the
+ * claimant's, on ZooKeeper's clock (sweep_now).  The delete goes with that
+ * of the claim's nonce child, so it removes this claim and no newer one of
+ * the same path.  A claim made by 1.4 has no child: a child is created and
+ * deleted in the same multi, which fails on an ephemeral node (a pending
+ * claim made meanwhile), and the delete is at the version seen.
+ */
+static void
+sweep(ZkPart *own, const ZkResult *r)
+{
+	char		nonce[NONCE_LEN + 1];
+	char		child[ZK_PATH_MAX];
+	char		retention[16];
+	int64		keep_s = zklock_claim_retention;
+	TimestampTz slot;
+	TimestampTz cutoff;
+	ZkWrite		w[3];
+
+	if (keep_s <= 0)
+		return;					/* set to 0, "keep", by a reload meanwhile */
+	if (data_number(r->data, "retention", retention, sizeof(retention)))
+		keep_s = Max(keep_s, strtoi64(retention, NULL, 10));
+	cutoff = zk_time(sweep_now) - keep_s * USECS_PER_SEC;
+	if (!zk_parse_slot_name(zk_node_of(r->path), &slot) || slot >= cutoff ||
+		zk_time(r->stat.ctime) >= cutoff)
+		return;
+	data_nonce(r->data, nonce);
+	if (r->stat.numChildren > 0 && nonce[0] != '\0')
+	{
+		snprintf(child, sizeof(child), "%s/%s", r->path, nonce);
+		w[0] = (ZkWrite) {ZKC_DELETE, child, NULL, -1, 0};
+		w[1] = (ZkWrite) {ZKC_DELETE, r->path, NULL, -1, 0};
+		zk_call_multi(own, T_SWEEP_DEL, r->path, w, 2);
+	}
+	else if (r->stat.numChildren == 0)
+	{
+		snprintf(child, sizeof(child), "%s/sweep", r->path);
+		w[0] = (ZkWrite) {ZKC_CREATE, child, NULL, -1, ZOO_PERSISTENT};
+		w[1] = (ZkWrite) {ZKC_DELETE, child, NULL, -1, 0};
+		w[2] = (ZkWrite) {ZKC_DELETE, r->path, NULL, r->stat.version, 0};
+		zk_call_multi(own, T_SWEEP_DEL, r->path, w, 3);
+	}
 }
 
 /* Parse an index entry's data (see the header) into a new item. */
@@ -1177,26 +1286,41 @@ static void
 own_step(ZkPart *p, const ZkResult *r)
 {
 	ZkMono		now = zk_mono_now();
-	TimestampTz wall = GetCurrentTimestamp();	/* for ages of claims */
 	char		path[ZK_PATH_MAX];
 	Unsettled  *u;
 
 	if (r == NULL)
 	{
 		ListCell   *lc;
+		List	   *due;
 		bool		synced = false;
 
-		if (scan_due && !RecoveryInProgress())
+		if ((scan_due || now >= next_scan) && !RecoveryInProgress())
 		{
+			/*
+			 * After a sync: the entries were written in other sessions (a
+			 * worker before us, a primary we replace), and a new session
+			 * may be served by a follower behind the leader.
+			 */
 			own_index_dir(path, sizeof(path));
+			zk_call_sync(p, T_SCAN_SYNC, path);
 			zk_call_list(p, T_SCAN_LIST, path, false);
 			scan_due = false;
+			next_scan = ZkMonoPlusMs(now, SCAN_INTERVAL_MS);
 		}
+		/* settle() may forget items: walk a copy */
+		due = NIL;
 		foreach(lc, unsettled)
 		{
 			u = lfirst(lc);
-			if (!unsettled_due(u, now) || unsettled_busy(u->claim))
-				continue;
+			if (unsettled_due(u, now) && !unsettled_busy(u->claim))
+				due = lappend(due, u);
+		}
+		foreach(lc, due)
+		{
+			u = lfirst(lc);
+			if (unsettled_busy(u->claim))
+				continue;		/* another item of that path went first */
 
 			/*
 			 * After a sync, so that a follower behind the leader shows the
@@ -1208,6 +1332,7 @@ own_step(ZkPart *p, const ZkResult *r)
 			synced = true;
 			settle(p, u, now);
 		}
+		list_free(due);
 		if (zklock_claim_retention > 0 && now >= next_sweep)
 		{
 			HASH_SEQ_STATUS hs;
@@ -1216,7 +1341,13 @@ own_step(ZkPart *p, const ZkResult *r)
 			hash_seq_init(&hs, jobs);
 			while ((job = hash_seq_search(&hs)) != NULL)
 			{
+				/*
+				 * Ages are measured on ZooKeeper's clock: the mtime of a
+				 * write of the claims' parent (its data is never read),
+				 * answered before the listing.
+				 */
 				zk_path(path, sizeof(path), job, "/claims");
+				zk_call_set(p, T_SWEEP_CLOCK, path, NULL, -1);
 				zk_call_list(p, T_SWEEP_LIST, path, false);
 			}
 			next_sweep = ZkMonoPlusMs(now, sweep_interval_ms());
@@ -1236,7 +1367,13 @@ own_step(ZkPart *p, const ZkResult *r)
 							 r->children[i]);
 					zk_call_get(p, T_SCAN_GET, path, false);
 				}
-			else if (r->rc != ZNONODE)
+			else if (r->rc == ZNONODE)
+			{
+				/* made now, so that finalizes find it (persistent) */
+				zk_call_create(p, T_INDEX_DIR, r->path, NULL, ZOO_PERSISTENT,
+							   true);
+			}
+			else
 				scan_due = true;	/* again */
 			break;
 
@@ -1330,46 +1467,28 @@ own_step(ZkPart *p, const ZkResult *r)
 			unsettled_forget(u);
 			break;
 
+		case T_SWEEP_CLOCK:
+			sweep_now = r->rc == ZOK && r->has_stat ? r->stat.mtime : 0;
+			break;
 		case T_SWEEP_LIST:
+			/* (a reload may have set the retention to 0, "keep", meanwhile) */
+			for (int i = 0; r->rc == ZOK && sweep_now > 0 &&
+				 zklock_claim_retention > 0 && i < r->nchildren; i++)
 			{
-				TimestampTz cutoff = wall -
-					(int64) zklock_claim_retention * USECS_PER_SEC;
+				TimestampTz slot;
 
-				for (int i = 0; r->rc == ZOK && i < r->nchildren; i++)
-				{
-					TimestampTz slot;
-
-					if (!zk_parse_slot_name(r->children[i], &slot) || slot >= cutoff)
-						continue;
-					snprintf(path, sizeof(path), "%s/%s", r->path, r->children[i]);
-					zk_call_get(p, T_SWEEP_GET, path, false);
-				}
-				break;
+				if (!zk_parse_slot_name(r->children[i], &slot) ||
+					slot >= zk_time(sweep_now) -
+					(int64) zklock_claim_retention * USECS_PER_SEC)
+					continue;
+				snprintf(path, sizeof(path), "%s/%s", r->path, r->children[i]);
+				zk_call_get(p, T_SWEEP_GET, path, false);
 			}
+			break;
 		case T_SWEEP_GET:
 			if (r->rc == ZOK && r->has_stat && r->stat.ephemeralOwner == 0 &&
-				!data_committing(r->data) &&
-				zk_time(r->stat.ctime) <
-				wall - (int64) zklock_claim_retention * USECS_PER_SEC)
-			{
-				char		nonce[NONCE_LEN + 1];
-				char		child[ZK_PATH_MAX];
-				ZkWrite		w[2];
-
-				data_nonce(r->data, nonce);
-				if (r->stat.numChildren == 0)
-				{
-					/* made by 1.4: no child to tie the delete to */
-					zk_call_delete(p, T_SWEEP_DEL, r->path, r->stat.version);
-					break;
-				}
-				if (nonce[0] == '\0')
-					break;
-				snprintf(child, sizeof(child), "%s/%s", r->path, nonce);
-				w[0] = (ZkWrite) {ZKC_DELETE, child, NULL, -1, 0};
-				w[1] = (ZkWrite) {ZKC_DELETE, r->path, NULL, -1, 0};
-				zk_call_multi(p, T_SWEEP_DEL, r->path, w, 2);
-			}
+				!data_committing(r->data) && sweep_now > 0)
+				sweep(p, r);
 			break;
 		case T_SWEEP_DEL:
 			if (r->rc == ZOK)
@@ -1440,7 +1559,7 @@ claim_run(void)
 		return;
 	foreach(lc, unsettled)
 		due |= unsettled_due(lfirst(lc), now);
-	if (due || (scan_due && !RecoveryInProgress()) ||
+	if (due || ((scan_due || now >= next_scan) && !RecoveryInProgress()) ||
 		(zklock_claim_retention > 0 && now >= next_sweep &&
 		 hash_get_num_entries(jobs) > 0))
 		zk_part_look_again(claims_part);
