@@ -24,6 +24,7 @@ OBJS = \
 	src/backend/args.o \
 	src/backend/lock.o \
 	src/backend/barrier.o \
+	src/backend/shared_count.o \
 	src/backend/double_barrier.o \
 	src/backend/leader.o \
 	src/backend/claim.o \
@@ -42,6 +43,7 @@ OBJS = \
 	src/worker/recipes/lock.o \
 	src/worker/recipes/semaphore.o \
 	src/worker/recipes/barrier.o \
+	src/worker/recipes/shared_count.o \
 	src/worker/recipes/double_barrier.o \
 	src/worker/recipes/leader.o \
 	src/worker/recipes/claim.o \
@@ -73,7 +75,7 @@ SHLIB_LINK = -lzookeeper_st
 # ZooKeeper) to $(ZKLOCK_REGRESS_CONF).  The test database is UTF8 whatever
 # locale the temporary instance gets (names.sql tests non-ASCII names).
 ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
-REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier dbarrier revoke upgrade
+REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier dbarrier sharedcount revoke upgrade
 REGRESS_OPTS = --encoding=UTF8 --temp-config=$(ZKLOCK_REGRESS_CONF) \
 	--temp-instance=$(CURDIR)/tmp_regress
 

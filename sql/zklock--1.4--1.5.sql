@@ -54,3 +54,33 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_job_claim_settle(text, timestamptz, boolean) IS
 'settle by hand a committing job claim whose instance is gone: mark it committed, or reopen the slot (superuser only)';
 REVOKE ALL ON FUNCTION @extschema@.zk_job_claim_settle(text, timestamptz, boolean) FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- Shared counts (Curator's SharedCount, Kazoo's Counter with
+-- support_curator=True): the persistent node <zklock.root>/<name> holding
+-- a 4-byte big-endian integer.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_shared_count(name text, seed integer DEFAULT 0,
+    OUT count integer, OUT version integer)
+RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_shared_count(text, integer) IS
+'the value and version of a shared count in ZooKeeper, created with the seed when absent';
+REVOKE ALL ON FUNCTION @extschema@.zk_shared_count(text, integer) FROM PUBLIC;
+
+CREATE FUNCTION zk_shared_count_set(name text, count integer)
+RETURNS integer AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_shared_count_set(text, integer) IS
+'set a shared count (created when absent); returns its new version';
+REVOKE ALL ON FUNCTION @extschema@.zk_shared_count_set(text, integer) FROM PUBLIC;
+
+CREATE FUNCTION zk_shared_count_try_set(name text, version integer, count integer)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_shared_count_try_set(text, integer, integer) IS
+'set a shared count if its version is still the one read before; false if it changed meanwhile';
+REVOKE ALL ON FUNCTION @extschema@.zk_shared_count_try_set(text, integer, integer) FROM PUBLIC;
+
+CREATE FUNCTION zk_shared_count_add(name text, delta integer, seed integer DEFAULT 0)
+RETURNS integer AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_shared_count_add(text, integer, integer) IS
+'add to a shared count atomically (created with the seed when absent); returns the new value';
+REVOKE ALL ON FUNCTION @extschema@.zk_shared_count_add(text, integer, integer) FROM PUBLIC;

@@ -38,6 +38,10 @@ static const char *const kind_labels[ZK_NUM_KINDS] = {
 	[ZK_KIND_DOUBLE_BARRIER] = "double barrier",
 	[ZK_KIND_LIST] = "listing",
 	[ZK_KIND_REVOKE] = "revocation",
+	[ZK_KIND_COUNT_READ] = "shared count",
+	[ZK_KIND_COUNT_SET] = "shared count",
+	[ZK_KIND_COUNT_CAS] = "shared count",
+	[ZK_KIND_COUNT_ADD] = "shared count",
 };
 
 /*

@@ -45,6 +45,11 @@ zk_kind_name(ZkKind kind)
 			return "revocation";
 		case ZK_KIND_LIST:
 			return "listing";
+		case ZK_KIND_COUNT_READ:
+		case ZK_KIND_COUNT_SET:
+		case ZK_KIND_COUNT_CAS:
+		case ZK_KIND_COUNT_ADD:
+			return "shared count";
 		default:
 			break;
 	}
@@ -81,6 +86,14 @@ zk_kind_verb(ZkKind kind)
 			return "revoke lock";
 		case ZK_KIND_LIST:
 			return "list";
+		case ZK_KIND_COUNT_READ:
+			return "read shared count";
+		case ZK_KIND_COUNT_SET:
+			return "set shared count";
+		case ZK_KIND_COUNT_CAS:
+			return "compare and set shared count";
+		case ZK_KIND_COUNT_ADD:
+			return "add to shared count";
 		default:
 			break;
 	}

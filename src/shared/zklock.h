@@ -134,6 +134,10 @@ typedef enum ZkKind
 	ZK_KIND_JOB_CLAIM,			/* a claim of a job's time slot */
 	ZK_KIND_REVOKE,				/* Revoker.attemptRevoke on every holder */
 	ZK_KIND_LIST,				/* a listing: participants, claims */
+	ZK_KIND_COUNT_READ,			/* SharedCount: getVersionedValue (start()) */
+	ZK_KIND_COUNT_SET,			/* SharedCount.setCount */
+	ZK_KIND_COUNT_CAS,			/* SharedCount.trySetCount */
+	ZK_KIND_COUNT_ADD,			/* an add to a SharedCount (a CAS loop) */
 	ZK_NUM_KINDS
 } ZkKind;
 

@@ -2,7 +2,7 @@
  * CuratorDriver.java
  *    A peer for zklock's interoperability test (test/t/050_interop.pl):
  *    Apache Curator's lock recipes (with revocation), LeaderLatch,
- *    DistributedBarrier and DistributedDoubleBarrier, driven line by line on
+ *    DistributedBarrier, DistributedDoubleBarrier and SharedCount, driven line by line on
  *    standard input.
  *
  * Usage: java -cp <curator and zookeeper jars>:<dir> CuratorDriver CONNECT
@@ -52,6 +52,16 @@
  *                                         DistributedDoubleBarrier(PATH,
  *                                         MEMBERS).enter(): the tag's member
  *   TAG dbarrier-leave TIMEOUT_MS         .leave() of the tag's member
+ *   TAG count-start PATH SEED             SharedCount(PATH, SEED).start(): the
+ *                                         tag's count (created with SEED when
+ *                                         absent)
+ *   TAG count-get                         "ok VALUE VERSION": its
+ *                                         getVersionedValue(), remembered for
+ *                                         count-try-set
+ *   TAG count-set VALUE                   its setCount(VALUE)
+ *   TAG count-try-set VALUE               "ok true|false": its trySetCount(the
+ *                                         value count-get returned, VALUE)
+ *   TAG count-close                       close the tag's count
  *   quit                                  close the session and exit
  *
  * End of input counts as quit.  Answers "TAG error ..." for a release
@@ -81,6 +91,8 @@ import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
+import org.apache.curator.framework.recipes.shared.SharedCount;
+import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorDriver
@@ -98,6 +110,10 @@ public class CuratorDriver
 	private static final Map<String, LeaderLatch> latches =
 		new java.util.concurrent.ConcurrentHashMap<>();
 	private static final Map<String, DistributedDoubleBarrier> dbarriers =
+		new java.util.concurrent.ConcurrentHashMap<>();
+	private static final Map<String, SharedCount> counts =
+		new java.util.concurrent.ConcurrentHashMap<>();
+	private static final Map<String, VersionedValue<Integer>> countsRead =
 		new java.util.concurrent.ConcurrentHashMap<>();
 	/* revocation requests heard, per tag */
 	private static final Map<String, java.util.concurrent.atomic.AtomicInteger> revoked =
@@ -303,6 +319,49 @@ public class CuratorDriver
 				}
 				return b.leave(ms, TimeUnit.MILLISECONDS) ? "ok" : "timeout";
 			}
+			case "count-start":
+			{
+				if (counts.containsKey(tag))
+					return "error count already started";
+				SharedCount c = new SharedCount(client, w[2], Integer.parseInt(w[3]));
+				c.start();
+				counts.put(tag, c);
+				return "ok";
+			}
+			case "count-get":
+			{
+				SharedCount c = counts.get(tag);
+				if (c == null)
+					return "error no count";
+				VersionedValue<Integer> v = c.getVersionedValue();
+				countsRead.put(tag, v);
+				return "ok " + v.getValue() + " " + v.getVersion();
+			}
+			case "count-set":
+			{
+				SharedCount c = counts.get(tag);
+				if (c == null)
+					return "error no count";
+				c.setCount(Integer.parseInt(w[2]));
+				return "ok";
+			}
+			case "count-try-set":
+			{
+				SharedCount c = counts.get(tag);
+				VersionedValue<Integer> v = countsRead.get(tag);
+				if (c == null || v == null)
+					return "error no count read";
+				return "ok " + c.trySetCount(v, Integer.parseInt(w[2]));
+			}
+			case "count-close":
+			{
+				SharedCount c = counts.remove(tag);
+				countsRead.remove(tag);
+				if (c == null)
+					return "error no count";
+				c.close();
+				return "ok";
+			}
 			default:
 				return "error unknown command " + w[1];
 		}
@@ -358,6 +417,8 @@ public class CuratorDriver
 		/* whatever is still held goes with the session */
 		for (LeaderLatch l : latches.values())
 			l.close();
+		for (SharedCount c : counts.values())
+			c.close();
 		for (ExecutorService t : threads.values())
 			t.shutdownNow();
 		client.close();

@@ -4,7 +4,8 @@
 #    A peer for zklock's interoperability tests (test/t/050_interop.pl,
 #    066_kinds_interop.pl): Kazoo's Lock, WriteLock and ReadLock, by default
 #    constructed with extra_lock_patterns=["-lock-"] so that they order
-#    Curator-style nodes (zklock's exclusive lock) with their own, driven
+#    Curator-style nodes (zklock's exclusive lock) with their own, and
+#    Counter(support_curator=True) (test/t/104_shared_count.pl), driven
 #    line by line on standard input.
 #
 # Usage: /usr/bin/python3 kazoo_driver.py CONNECT
@@ -27,6 +28,10 @@
 #   TAG rlock-acquire PATH TIMEOUT_MS [PATTERNS]
 #                                      the same with ReadLock(PATH)
 #   TAG lock-release                   release what the tag holds
+#   TAG counter-get PATH               "ok VALUE": Counter(PATH,
+#                                      support_curator=True).value
+#   TAG counter-add PATH DELTA         "ok PRE POST": the same counter += DELTA,
+#                                      its pre_value and post_value
 #   quit                               close the session and exit
 #
 # End of input counts as quit.
@@ -109,6 +114,12 @@ class Holder:
                 return "timeout"
             self.lock = lock
             return "ok"
+        if cmd == "counter-get":
+            return "ok %d" % self.zk.Counter(words[1], support_curator=True).value
+        if cmd == "counter-add":
+            counter = self.zk.Counter(words[1], support_curator=True)
+            counter += int(words[2])
+            return "ok %d %d" % (counter.pre_value, counter.post_value)
         if cmd == "lock-release":
             if self.lock is None:
                 return "error nothing held"

@@ -566,6 +566,13 @@ datalen(const char *data)
 	return data ? strlen(data) : -1;
 }
 
+/* The length of a call's data: binary data has its own. */
+static int
+call_datalen(const ZkCall *c)
+{
+	return c->bytes > 0 ? c->bytes : datalen(c->data);
+}
+
 /* Send one call on its own; returns the client's rc. */
 static int
 send_call(ZkCall *c)
@@ -575,7 +582,7 @@ send_call(ZkCall *c)
 	switch (c->r.type)
 	{
 		case ZKC_CREATE:
-			return zoo_acreate2(zk_zh, path, c->data, datalen(c->data),
+			return zoo_acreate2(zk_zh, path, c->data, call_datalen(c),
 								zk_session_acl(), c->mode, string_stat_done, c);
 		case ZKC_LIST:
 			c->sent_at = GetCurrentTimestamp();
@@ -599,7 +606,7 @@ send_call(ZkCall *c)
 											   (void_completion_t *) void_done, c);
 			return zoo_adelete(zk_zh, path, c->version, void_done, c);
 		case ZKC_SET:
-			return zoo_aset(zk_zh, path, c->data, datalen(c->data), c->version,
+			return zoo_aset(zk_zh, path, c->data, call_datalen(c), c->version,
 							stat_done, c);
 		case ZKC_SYNC:
 			return zoo_async(zk_zh, path, string_done, c);

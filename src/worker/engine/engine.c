@@ -13,8 +13,8 @@
  *	  is named and, given the ordered participants, whether ours holds and
  *	  which node to watch otherwise.  The engine runs the protocol they
  *	  share (sequential.c).
- *	- Other recipes (barriers, double barrier, job claims, revocation,
- *	  listings) drive their part with the engine's calls from step().
+ *	- Other recipes (barriers, double barrier, shared counts, job claims,
+ *	  revocation, listings) drive their part with the engine's calls from step().
  *
  * This file owns the parts and the entries they serve: a request becomes a
  * waiter of a part (a new one, or the open part of its lock, see
@@ -85,6 +85,10 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 	[ZK_KIND_BARRIER_WAIT] = &zk_barrier_wait_driver,
 	[ZK_KIND_DOUBLE_BARRIER] = &zk_double_barrier_driver,
 	[ZK_KIND_REVOKE] = &zk_revoke_driver,
+	[ZK_KIND_COUNT_READ] = &zk_count_read_driver,
+	[ZK_KIND_COUNT_SET] = &zk_count_set_driver,
+	[ZK_KIND_COUNT_CAS] = &zk_count_cas_driver,
+	[ZK_KIND_COUNT_ADD] = &zk_count_add_driver,
 };
 
 /* Call a hook (init, reload, run, exit) of every driver that has it. */

@@ -308,6 +308,10 @@ extern const ZkDriver zk_barrier_remove_driver;
 extern const ZkDriver zk_barrier_wait_driver;
 extern const ZkDriver zk_double_barrier_driver;
 extern const ZkDriver zk_revoke_driver;
+extern const ZkDriver zk_count_read_driver;
+extern const ZkDriver zk_count_set_driver;
+extern const ZkDriver zk_count_cas_driver;
+extern const ZkDriver zk_count_add_driver;
 
 /* the lock family's order (worker/recipes/lock.c), for revocation and listings */
 extern bool zk_lock_family_counts(ZkForm form);
@@ -333,6 +337,11 @@ extern void zk_call_exists_watch(ZkPart *p, int tag, const char *path);
 extern void zk_call_delete(ZkPart *p, int tag, const char *path, int version);
 extern void zk_call_set(ZkPart *p, int tag, const char *path,
 						const char *data, int version);
+extern void zk_call_create_bytes(ZkPart *p, int tag, const char *path,
+								 const char *data, int len, int mode,
+								 bool parents);
+extern void zk_call_set_bytes(ZkPart *p, int tag, const char *path,
+							  const char *data, int len, int version);
 extern void zk_call_sync(ZkPart *p, int tag, const char *path);
 extern void zk_call_multi(ZkPart *p, int tag, const char *path,
 						  const ZkWrite *writes, int n);

@@ -70,6 +70,8 @@ typedef struct ZkCall
 
 	/* what to send: the turn's calls leave together (zk_calls_flush) */
 	char	   *data;			/* CREATE, SET, MULTI: data, or NULL */
+	int			bytes;			/* CREATE, SET: the length of binary data
+								 * (zk_call_*_bytes); 0: data is a string */
 	int			mode;			/* CREATE: flags; T_UNWATCH: watch type */
 	int			version;		/* DELETE, SET, MULTI: expected version */
 	bool		batch;			/* may share a multi with other writes */

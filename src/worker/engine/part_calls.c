@@ -252,6 +252,48 @@ zk_call_set(ZkPart *p, int tag, const char *path, const char *data,
 	queue_call(c);
 }
 
+/*
+ * Create and setData with binary data of len bytes (len > 0), which may
+ * hold zero bytes: a shared count's 4-byte integer.  Never coalesced.
+ */
+static char *
+copy_bytes(const char *data, int len)
+{
+	char	   *copy = MemoryContextAlloc(engine_context, len);
+
+	memcpy(copy, data, len);
+	return copy;
+}
+
+void
+zk_call_create_bytes(ZkPart *p, int tag, const char *path, const char *data,
+					 int len, int mode, bool parents_too)
+{
+	ZkCall	   *c;
+
+	Assert(len > 0);
+	if (parents_too)
+		queue_parents(p, path);
+	c = new_call(p, ZKC_CREATE, tag, path);
+	c->data = copy_bytes(data, len);
+	c->bytes = len;
+	c->mode = mode;
+	queue_call(c);
+}
+
+void
+zk_call_set_bytes(ZkPart *p, int tag, const char *path, const char *data,
+				  int len, int version)
+{
+	ZkCall	   *c = new_call(p, ZKC_SET, tag, path);
+
+	Assert(len > 0);
+	c->data = copy_bytes(data, len);
+	c->bytes = len;
+	c->version = version;
+	queue_call(c);
+}
+
 void
 zk_call_sync(ZkPart *p, int tag, const char *path)
 {
