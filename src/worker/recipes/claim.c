@@ -1409,6 +1409,14 @@ own_step(ZkPart *p, const ZkResult *r)
 				u->word = ZK_ASK_NONE;
 				zk_call_multi(p, T_SETTLE, u->claim, &w, 1);
 			}
+			else if (!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
+			{
+				ereport(WARNING,
+						(errmsg("zklock could not read job claim \"%s\" to settle it: %s",
+								u->claim, zerror(r->rc)),
+						 errhint("A superuser settles it with zk_job_claim_settle().")));
+				unsettled_forget(u);
+			}
 			break;
 
 		case T_SETTLE:
