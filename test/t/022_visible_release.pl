@@ -128,7 +128,7 @@ note 'a lock handed to a waiter of the same instance is not free: it has a new h
 my $a2 = ZkLockTest::Session->new($node_a);
 $a->query_ok("SELECT zk_lock_acquire('vis_local')");
 $a2->send("SELECT zk_lock_acquire('vis_local')");
-ZkLockTest::wait_for_extension_wait($node_a, $a2->pid);
+ZkLockTest::wait_for_extension_wait($node_a, $a2);
 $a->query_ok("SELECT zk_lock_release('vis_local')");
 is($b->query_ok("SELECT zk_lock_try('vis_local')"), 'f',
 	'B cannot take it while the waiter of A\'s instance holds it');

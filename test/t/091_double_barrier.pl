@@ -122,7 +122,7 @@ sub start_waiting
 {
 	my ($node, $s, $sql, $what) = @_;
 	$s->send($sql);
-	ZkLockTest::wait_for_extension_wait($node, $s->pid);
+	ZkLockTest::wait_for_extension_wait($node, $s);
 	ok(!$s->done, "$what waits");
 	return;
 }
@@ -467,7 +467,7 @@ ok(members_become('db/loss2', 1), 'its member node exists');
 my @old = members_of('db/loss2');
 
 my $st = poll_status($pc, sub { $_[0]{state} eq 'connected' });
-signal_process($st->{worker_pid}, 'STOP');
+ZkFault::stop_worker($pc, $st->{worker_pid});
 ok(members_become('db/loss', 1),
 	"C's member node expires with its session (the worker is paused)");
 ok(members_become('db/loss2', 0), "so does its waiting member's node");
