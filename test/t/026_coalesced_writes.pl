@@ -39,12 +39,14 @@ use ZkLockTest::Session qw(poll_until);
 use ZkFault qw(poll_status signal_process stop_worker zk_tree zk_lock_nodes);
 
 my $zk = ZkLockTest::zk_start();
-# A session timeout of 20 s: the worker of A is stopped while eight sessions
-# ask and the test looks at each (a few seconds on a busy machine), which
+# A session timeout of 10 s: the worker of A is stopped while eight sessions
+# ask and the test looks at each (a second or two on a busy machine), which
 # must stay well within the 2/3 of the timeout after which its ZooKeeper
 # client would give up the connection and the writes would not go together.
+# (Not longer: the writes in flight when the last part ends the session may
+# leave nodes that go only when that session expires.)
 my $node_a = ZkLockTest::pg_node('co_a', $zk, 'log_min_messages' => 'debug2',
-	'zklock.session_timeout' => '20000');
+	'zklock.session_timeout' => '10000');
 my $node_b = ZkLockTest::pg_node('co_b', $zk);
 my $b = ZkLockTest::Session->new($node_b);
 my $n = 8;
@@ -70,7 +72,7 @@ sub together
 	signal_process($st->{worker_pid}, 'CONT');
 	my $stopped = Time::HiRes::time() - $t0;
 	note sprintf('the worker was stopped for %.1f s', $stopped);
-	cmp_ok($stopped, '<', 13, 'the worker was stopped for less than 2/3 of the session timeout')
+	cmp_ok($stopped, '<', 6.5, 'the worker was stopped for less than 2/3 of the session timeout')
 	  or diag 'the machine is too busy for this test';
 	return map { [ $_->result ] } @who;
 }
@@ -283,7 +285,8 @@ $zk->pause_node(1);
 $log = -s $node_a->logfile;
 for my $i (1 .. $n)
 {
-	$s[ $i - 1 ]->send("SELECT zk_lock_acquire('co/$i', 20000)");
+	# (60 s: a node the old session made goes with it, 10 s after the end)
+	$s[ $i - 1 ]->send("SELECT zk_lock_acquire('co/$i', 60000)");
 	ZkLockTest::wait_for_extension_wait($node_a, $s[ $i - 1 ]);
 }
 ok( poll_until(
@@ -306,7 +309,7 @@ for my $i (1 .. $n)
 }
 my @stale;
 # (a node of the old session, had one been made, goes with that session:
-# within its 20 s timeout)
+# within its 10 s timeout)
 ok(poll_until(sub { !(@stale = ZkFault::zk_lock_nodes($zk, '/zklock/co')) }, timeout => 60),
 	'no node is left behind') or diag "left: @stale";
 

@@ -312,11 +312,19 @@ sub acquire_clocked
 sub watch_held
 {
 	my ($node, $s, $lock) = @_;
-	$s->send("SELECT held_until_false('$lock', 10)");
-	ok( $node->poll_query_until('postgres',
-			"SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = "
-			  . $s->pid),
-		"the holder of $lock watches zk_lock_held");
+	# (60 s: it returns as soon as zk_lock_held is false, 2 s into the pause)
+	$s->send("SELECT held_until_false('$lock', 60)");
+	# fails at once should the function end before it was seen watching
+	poll_until(
+		sub {
+			$s->done
+			  || $node->safe_psql('postgres',
+				"SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = "
+				  . $s->pid) eq 't';
+		},
+		timeout => 60);
+	ok(!$s->done, "the holder of $lock watches zk_lock_held")
+	  or diag 'held_until_false ended: ' . join(' / ', $s->peek);
 	return;
 }
 
