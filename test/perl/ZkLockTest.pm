@@ -508,13 +508,10 @@ sub wait_for_extension_wait
 	my ($row, $last_kind, $kind_since) = ('', '', $start);
 	my $fail = sub {
 		my ($why) = @_;
-		my $worker = $node->safe_psql('postgres',
-			"SELECT pid, state, wait_event_type, wait_event FROM pg_stat_activity "
-			  . "WHERE backend_type LIKE '%zklock%'");
 		croak "session $who never waited on a zklock: $why after "
 		  . sprintf('%.1f', Time::HiRes::time() - $start)
 		  . " s; its row (pid|state|wait_event_type|wait_event|query): \"$row\"; "
-		  . "zklock worker: \"$worker\"";
+		  . 'zklock worker: ' . _worker_process($node);
 	};
 	while (1)
 	{
@@ -548,6 +545,36 @@ sub wait_for_extension_wait
 		$fail->("no wait within $timeout s") if $now - $start >= $timeout;
 		Time::HiRes::sleep(0.05);
 	}
+}
+
+# The zklock worker of $node as the kernel sees it, for a diagnostic: "pid
+# P, state S (T: stopped), in syscall N" (it has no row in pg_stat_activity:
+# no database connection), or "none found".
+sub _worker_process
+{
+	my ($node) = @_;
+	my $pm = $node->{_pid} // return 'none found (no postmaster)';
+	foreach my $stat (glob '/proc/[0-9]*/stat')
+	{
+		open my $fh, '<', $stat or next;
+		my $line = <$fh> // '';
+		close $fh;
+		my ($pid, $comm, $state, $ppid) =
+		  $line =~ /^(\d+) \((.*)\) (\S) (\d+)/ or next;
+		next unless $ppid == $pm;
+		open my $cf, '<', "/proc/$pid/cmdline" or next;
+		my $cmd = <$cf> // '';
+		close $cf;
+		next unless $cmd =~ /zklock worker/;
+		my $sys = '?';
+		if (open my $sf, '<', "/proc/$pid/syscall")
+		{
+			$sys = (split ' ', <$sf> // '?')[0];
+			close $sf;
+		}
+		return "pid $pid, state $state (T: stopped), in syscall $sys";
+	}
+	return 'none found';
 }
 
 =pod

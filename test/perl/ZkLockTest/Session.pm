@@ -171,6 +171,11 @@ sub peek
 {
 	my ($self) = @_;
 	my ($out, $err) = ($self->{out}, $self->{err});
+	if (defined(my $b = $self->{pending}))
+	{
+		$out =~ s/^\Q$b\E\n?//m;
+		$err =~ s/^\Q$b\E\n?//m;
+	}
 	chomp $out;
 	chomp $err;
 	return ($out, $err);
