@@ -19,7 +19,7 @@ ZkFault - fault injection and inspection helpers for zklock's TAP tests
   use ZkFault qw(sqlstate zk_status_of signal_process zk_tree);
 
   my $st = zk_status_of($node);       # {state => 'connected', ...}
-  signal_process($st->{worker_pid}, 'STOP');
+  stop_worker($node, $st->{worker_pid});   # SIGSTOP, in its idle wait
   ...
   signal_process($st->{worker_pid}, 'CONT');
   my @left = grep { $_->{ephemeral} } zk_tree($zk, '/zklock');
@@ -39,6 +39,7 @@ use Carp;
 use Exporter 'import';
 use IO::Select;
 use IO::Socket::INET;
+use POSIX ();
 use Time::HiRes;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -51,7 +52,7 @@ our @EXPORT_OK = qw(
   wait_process_state zk_tree zk_lock_nodes zk_exists children_become
   zk_restart_node zk_wait_serving zk_session_alive zk_watch_count
   zk_mntr rss_kb poll_session wait_waiting zk_watchers zklock_sessions
-  zk_wait_idle);
+  zk_wait_idle stop_worker);
 
 =pod
 
@@ -150,7 +151,7 @@ has C<$n> children; returns the list of children.
 sub wait_waiting
 {
 	my ($node, $s, $zk, $path, $n) = @_;
-	ZkLockTest::wait_for_extension_wait($node, $s->pid);
+	ZkLockTest::wait_for_extension_wait($node, $s);
 	return children_become($zk, $path, $n);
 }
 
@@ -203,6 +204,65 @@ sub signal_process
 		wait_process_state($pid, sub { ($_[0] // 'gone') ne 'T' })
 		  or croak "process $pid did not continue";
 	}
+	return;
+}
+
+=pod
+
+=item stop_worker($node, $pid)
+
+Stops the zklock worker C<$pid> (SIGSTOP) where it holds nothing a backend
+needs: in its idle wait (the epoll wait of its WaitEventSet, as
+F</proc/PID/syscall> shows), never inside the shared memory's lock, on
+which every backend's zklock call would then block (an LWLock wait, not
+the C<Extension> wait a test waits for) for as long as the worker stays
+stopped.  Stopped elsewhere, it is let go on (SIGCONT) and stopped again,
+until it is stopped in its wait; dies after 30 s.  (A bgworker without a
+database connection has no row in C<pg_stat_activity>, so its wait event
+cannot be read there.)  On an architecture not known below, or when the
+file cannot be read, it is stopped wherever it is, as before.  C<$node>
+names it in messages.
+
+=cut
+
+# The syscalls of an epoll wait (WaitEventSetWait on Linux), by machine.
+my %EPOLL_WAITS = (
+	x86_64  => [ 232, 281, 441 ],    # epoll_wait, epoll_pwait, epoll_pwait2
+	aarch64 => [ 22, 441 ],          # epoll_pwait, epoll_pwait2
+);
+
+# The syscall a stopped process is in ("-1": none, undef: unknown).
+sub _syscall_of
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/syscall" or return undef;
+	my $line = <$fh> // '';
+	close $fh;
+	return $line =~ /^(-?\d+|running)/ ? $1 : undef;
+}
+
+sub stop_worker
+{
+	my ($node, $pid) = @_;
+	croak "no pid" unless defined $pid && $pid =~ /^\d+$/;
+	my $machine = (POSIX::uname())[4];
+	my %idle = map { $_ => 1 } @{ $EPOLL_WAITS{$machine} // [] };
+	my ($tries, $seen) = (0, '');
+	my $ok = poll_until(
+		sub {
+			$tries++;
+			signal_process($pid, 'STOP');
+			$seen = _syscall_of($pid);
+			return 1 if !%idle || !defined $seen || $idle{$seen};
+			signal_process($pid, 'CONT');
+			return 0;
+		},
+		timeout => 30, interval => 0.01);
+	croak "could not stop the zklock worker $pid of " . $node->name
+	  . " in its idle wait in $tries tries (last in syscall $seen)"
+	  unless $ok;
+	note "the zklock worker $pid of " . $node->name . ' is stopped in '
+	  . (defined $seen && %idle ? "its wait (try $tries)" : 'a place not checked');
 	return;
 }
 

@@ -63,6 +63,7 @@ use Scalar::Util qw(weaken);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 
 # test/zk, found next to this module's directory (test/perl/../zk); resolved
 # at load time, before a test could chdir.
@@ -473,29 +474,107 @@ sub _conf_quote
 
 =pod
 
-=item ZkLockTest::wait_for_extension_wait($node, $pid_or_application_name)
+=item ZkLockTest::wait_for_extension_wait($node, $who, timeout => secs)
 
-Polls C<pg_stat_activity> of C<$node> until the session with that backend pid
-(a number) or C<application_name> (anything else) shows
-C<wait_event_type = 'Extension'>, i.e. waits in a zklock lock acquisition.
-Returns 1; dies after C<$PostgreSQL::Test::Utils::timeout_default> seconds.
+Polls C<pg_stat_activity> of C<$node> until the session C<$who> shows
+C<wait_event_type = 'Extension'>, i.e. waits in a zklock call.  C<$who> is
+a L<ZkLockTest::Session> whose statement was sent (best: its statement
+finishing without the wait is then seen at once), a backend pid (a
+number) or an C<application_name> (anything else).  Returns 1.
+
+A wait that cannot come fails early, with what was seen (the session's
+row and the zklock worker's): at once when the session's statement
+completed (its output and error are shown) or its backend is gone; after
+15 s when the backend stayed idle (no statement) or waited on anything
+else (an LWLock that a stopped worker holds, say) all along; after
+C<timeout> seconds (default 60) in any case.
 
 =cut
 
 sub wait_for_extension_wait
 {
-	my ($node, $who) = @_;
-	croak 'wait_for_extension_wait needs a pid or an application_name'
+	my ($node, $who, %opts) = @_;
+	croak 'wait_for_extension_wait needs a session, a pid or an application_name'
 	  unless defined $who && $who ne '';
+	my $session = ref $who && $who->isa('ZkLockTest::Session') ? $who : undef;
+	$who = $session->pid if $session;
 	my $which =
 	  $who =~ /^\d+$/
 	  ? "pid = $who"
 	  : "application_name = '" . ($who =~ s/'/''/gr) . "'";
-	$node->poll_query_until('postgres',
-		"SELECT count(*) > 0 FROM pg_stat_activity "
-		  . "WHERE $which AND wait_event_type = 'Extension'")
-	  or croak "timed out waiting for session $who to wait on a zklock";
-	return 1;
+	my $timeout = $opts{timeout} // 60;
+	my $stuck_after = 15;
+	my $start = Time::HiRes::time();
+	my ($row, $last_kind, $kind_since) = ('', '', $start);
+	my $fail = sub {
+		my ($why) = @_;
+		croak "session $who never waited on a zklock: $why after "
+		  . sprintf('%.1f', Time::HiRes::time() - $start)
+		  . " s; its row (pid|state|wait_event_type|wait_event|query): \"$row\"; "
+		  . 'zklock worker: ' . _worker_process($node);
+	};
+	while (1)
+	{
+		if ($session && $session->pending && $session->done)
+		{
+			my ($out, $err) = $session->peek;
+			$fail->("its statement completed (output \"$out\", error \"$err\")");
+		}
+		$row = $node->safe_psql('postgres',
+			"SELECT pid, state, coalesce(wait_event_type, ''), "
+			  . "coalesce(wait_event, ''), left(query, 200) "
+			  . "FROM pg_stat_activity WHERE $which");
+		my (undef, $state, $type) = split /\|/, $row, -1;
+		return 1 if ($type // '') eq 'Extension';
+		my $now = Time::HiRes::time();
+		$fail->('its backend is gone')
+		  if $row eq '' && $who =~ /^\d+$/;
+		my $kind =
+		    $row eq '' ? 'absent'
+		  : $state ne 'active' ? "state $state"
+		  : $type ne '' ? "waiting on $type"
+		  : 'running';
+		if ($kind ne $last_kind)
+		{
+			($last_kind, $kind_since) = ($kind, $now);
+		}
+		elsif ($kind ne 'running' && $now - $kind_since >= $stuck_after)
+		{
+			$fail->("$kind for $stuck_after s");
+		}
+		$fail->("no wait within $timeout s") if $now - $start >= $timeout;
+		Time::HiRes::sleep(0.05);
+	}
+}
+
+# The zklock worker of $node as the kernel sees it, for a diagnostic: "pid
+# P, state S (T: stopped), in syscall N" (it has no row in pg_stat_activity:
+# no database connection), or "none found".
+sub _worker_process
+{
+	my ($node) = @_;
+	my $pm = $node->{_pid} // return 'none found (no postmaster)';
+	foreach my $stat (glob '/proc/[0-9]*/stat')
+	{
+		open my $fh, '<', $stat or next;
+		my $line = <$fh> // '';
+		close $fh;
+		my ($pid, $comm, $state, $ppid) =
+		  $line =~ /^(\d+) \((.*)\) (\S) (\d+)/ or next;
+		next unless $ppid == $pm;
+		open my $cf, '<', "/proc/$pid/cmdline" or next;
+		my $cmd = <$cf> // '';
+		close $cf;
+		next unless $cmd =~ /zklock worker/;
+		my $sys = '?';
+		if (open my $sf, '<', "/proc/$pid/syscall")
+		{
+			$sys = (split ' ', <$sf> // '?')[0];
+			close $sf;
+		}
+		return "pid $pid, state $state (T: stopped), in syscall $sys";
+	}
+	return 'none found';
 }
 
 =pod

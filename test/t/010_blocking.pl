@@ -64,7 +64,7 @@ sub start_waiter
 	my ($s, $name, $nodes_then, $sql) = @_;
 	my @before = children($name);
 	$s->send($sql // "SELECT zk_lock_acquire('$name')");
-	ZkLockTest::wait_for_extension_wait($node, $s->pid);
+	ZkLockTest::wait_for_extension_wait($node, $s);
 	my @after = children_become($name, $nodes_then);
 	my %old = map { $_ => 1 } @before;
 	my @new = grep { !$old{$_} } @after;

@@ -50,7 +50,7 @@ is($node_b->safe_psql('postgres', "SELECT zk_lock_acquire('shared', 300)"),
 is_deeply([ children('shared') ], [$node_of_a], 'B\'s attempts left no node');
 
 $b1->send("SELECT zk_lock_acquire('shared')");
-ZkLockTest::wait_for_extension_wait($node_b, $b1->pid);
+ZkLockTest::wait_for_extension_wait($node_b, $b1);
 @c = children_become('shared', 2);
 is(scalar @c, 2, 'B\'s waiter has its node next to A\'s');
 my ($node_of_b) = grep { $_ ne $node_of_a } @c;
@@ -92,7 +92,7 @@ note 'a waiter on B is granted when A\'s instance shuts down';
 
 is($a1->query_ok("SELECT zk_lock_acquire('shutdown')"), 't', 'A acquires');
 $b1->send("SELECT zk_lock_acquire('shutdown')");
-ZkLockTest::wait_for_extension_wait($node_b, $b1->pid);
+ZkLockTest::wait_for_extension_wait($node_b, $b1);
 children_become('shutdown', 2);
 ok(!$b1->done, 'B waits');
 $a1->quit;
@@ -120,7 +120,7 @@ is($o->query_ok("SELECT zk_lock_try_xact('db')"),
 	'f', 'not even in transaction scope');
 
 $o->send("SELECT zk_lock_acquire('db')");
-ZkLockTest::wait_for_extension_wait($node_a, $o->pid);
+ZkLockTest::wait_for_extension_wait($node_a, $o);
 # (with local hand-off it waits inside the instance, behind p's node)
 is( $node_a->safe_psql(
 		'postgres',

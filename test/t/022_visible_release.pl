@@ -128,7 +128,7 @@ note 'a lock handed to a waiter of the same instance is not free: it has a new h
 my $a2 = ZkLockTest::Session->new($node_a);
 $a->query_ok("SELECT zk_lock_acquire('vis_local')");
 $a2->send("SELECT zk_lock_acquire('vis_local')");
-ZkLockTest::wait_for_extension_wait($node_a, $a2->pid);
+ZkLockTest::wait_for_extension_wait($node_a, $a2);
 $a->query_ok("SELECT zk_lock_release('vis_local')");
 is($b->query_ok("SELECT zk_lock_try('vis_local')"), 'f',
 	'B cannot take it while the waiter of A\'s instance holds it');
@@ -142,9 +142,13 @@ note 'a release waits for ZooKeeper to delete the node';
 
 # With ZooKeeper paused right before the release, the release must not
 # return (its delete is unanswered) while the session is still vouched for;
-# once ZooKeeper goes on, it returns and no node is left.  Half a second is
-# well inside the vouching: the session timeout is 4 s, and the worker
-# confirms the session every quarter of it.
+# once ZooKeeper goes on, it returns and no node is left.  On an instance of
+# its own with a session timeout of 20 s: the vouching lasts 10 s after the
+# last confirmation, so that the half second looked at is well inside it
+# however long pausing ZooKeeper takes on a busy machine (with 4 s it
+# lasted 2 s, of which the pause could take most).
+my $node_p = ZkLockTest::pg_node('vis_p', $zk, 'zklock.session_timeout' => '20000');
+my $p = ZkLockTest::Session->new($node_p);
 foreach my $case (
 	[ 'release', "SELECT zk_lock_acquire('vis_p1')", 'zk_lock_release', 'vis_p1' ],
 	[ 'COMMIT', "BEGIN; SELECT zk_lock_acquire_xact('vis_p2')", 'COMMIT', 'vis_p2' ],
@@ -153,18 +157,21 @@ foreach my $case (
 	[ 'DISCARD ALL', "SELECT zk_lock_acquire('vis_p5')", 'DISCARD ALL', 'vis_p5' ])
 {
 	my ($label, $take, $release, $name, $parent) = @$case;
-	$a->query_ok($take);
+	$p->query_ok($take);
 	my $sql = $release =~ /^zk_/ ? "SELECT $release('$name')" : $release;
 	$zk->pause_node(1);
-	$a->send($sql);
-	ok(!poll_until(sub { $a->done }, timeout => 0.5),
+	$p->send($sql);
+	ok(!poll_until(sub { $p->done }, timeout => 0.5),
 		"$label: with ZooKeeper paused, it has not returned");
 	$zk->resume_node(1);
-	my ($out, $err) = $a->result;
+	my ($out, $err) = $p->result;
 	is($err, '', "$label: it returns once ZooKeeper goes on");
 	is(scalar(ZkLockTest::zk_children($zk, '/zklock/' . ($parent // $name))), 0,
 		"$label: and no node is left when it has");
 }
+
+$p->quit;
+$node_p->stop;
 
 # ---------------------------------------------------------------------------
 note 'ZooKeeper unreachable: COMMIT returns, without an error, within half the session timeout';

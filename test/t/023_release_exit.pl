@@ -35,7 +35,7 @@ sub stop_worker
 {
 	my $st = poll_status($node,
 		sub { $_[0]{state} eq 'connected' && $_[0]{worker_pid} ne '' });
-	signal_process($st->{worker_pid}, 'STOP');
+	ZkFault::stop_worker($node, $st->{worker_pid});
 	return $st->{worker_pid};
 }
 
@@ -75,7 +75,7 @@ $b->query_ok('BEGIN');
 is($b->query_ok("SELECT zk_lock_acquire_xact('exit2')"), 't', 'lock taken');
 $wpid = stop_worker();
 $b->send('COMMIT');
-ZkLockTest::wait_for_extension_wait($node, $b->pid);
+ZkLockTest::wait_for_extension_wait($node, $b);
 ok(!$b->done, 'COMMIT waits for the stopped worker');
 $took = terminate($b->pid);
 ok(defined $took && $took < $bound,

@@ -29,9 +29,9 @@ $a->query_ok('INSERT INTO t VALUES (1)');	# the transaction has an xid
 is($a->query_ok("SELECT zk_lock_acquire_xact('pmd1')"), 't', 'lock taken');
 my $st = poll_status($node, sub { $_[0]{state} eq 'connected' });
 my $wpid = $st->{worker_pid};
-signal_process($wpid, 'STOP');
+ZkFault::stop_worker($node, $wpid);
 $a->send('COMMIT');
-ZkLockTest::wait_for_extension_wait($node, $a->pid);
+ZkLockTest::wait_for_extension_wait($node, $a);
 ok(!$a->done, 'COMMIT waits for the stopped worker');
 
 $node->kill9;

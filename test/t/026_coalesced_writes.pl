@@ -3,8 +3,8 @@
 #    it together into one ZooKeeper multi transaction (zklock.write_batch),
 #    and a multi that ZooKeeper refuses as a whole serves every request as
 #    if each had been sent alone.  The requests are made to arrive together
-#    by stopping the worker (SIGSTOP) while the sessions ask, and letting
-#    it go on once they all wait.
+#    by stopping the worker (SIGSTOP, in its idle wait: ZkFault::stop_worker)
+#    while the sessions ask, and letting it go on once they all wait.
 #    - Eight acquires of known locks go in one multi; each session holds
 #      its lock, with a fencing token made of its node's czxid (learnt
 #      without a Stat: see sequential.c), and another instance finds each
@@ -32,13 +32,21 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until);
-use ZkFault qw(poll_status signal_process zk_tree zk_lock_nodes);
+use ZkFault qw(poll_status signal_process stop_worker zk_tree zk_lock_nodes);
 
 my $zk = ZkLockTest::zk_start();
-my $node_a = ZkLockTest::pg_node('co_a', $zk, 'log_min_messages' => 'debug2');
+# A session timeout of 10 s: the worker of A is stopped while eight sessions
+# ask and the test looks at each (a second or two on a busy machine), which
+# must stay well within the 2/3 of the timeout after which its ZooKeeper
+# client would give up the connection and the writes would not go together.
+# (Not longer: the writes in flight when the last part ends the session may
+# leave nodes that go only when that session expires.)
+my $node_a = ZkLockTest::pg_node('co_a', $zk, 'log_min_messages' => 'debug2',
+	'zklock.session_timeout' => '10000');
 my $node_b = ZkLockTest::pg_node('co_b', $zk);
 my $b = ZkLockTest::Session->new($node_b);
 my $n = 8;
@@ -53,14 +61,19 @@ sub together
 	my @who = @s[ 0 .. ($count // $n) - 1 ];
 	my $st = poll_status($node_a,
 		sub { $_[0]{state} eq 'connected' && $_[0]{worker_pid} ne '' });
-	signal_process($st->{worker_pid}, 'STOP');
+	my $t0 = Time::HiRes::time();
+	stop_worker($node_a, $st->{worker_pid});
 	for my $i (1 .. @who)
 	{
 		$who[ $i - 1 ]->send(sprintf($sql, $i));
 	}
-	ZkLockTest::wait_for_extension_wait($node_a, $_->pid) foreach @who;
+	ZkLockTest::wait_for_extension_wait($node_a, $_) foreach @who;
 	$meanwhile->() if $meanwhile;
 	signal_process($st->{worker_pid}, 'CONT');
+	my $stopped = Time::HiRes::time() - $t0;
+	note sprintf('the worker was stopped for %.1f s', $stopped);
+	cmp_ok($stopped, '<', 6.5, 'the worker was stopped for less than 2/3 of the session timeout')
+	  or diag 'the machine is too busy for this test';
 	return map { [ $_->result ] } @who;
 }
 
@@ -272,8 +285,9 @@ $zk->pause_node(1);
 $log = -s $node_a->logfile;
 for my $i (1 .. $n)
 {
-	$s[ $i - 1 ]->send("SELECT zk_lock_acquire('co/$i', 20000)");
-	ZkLockTest::wait_for_extension_wait($node_a, $s[ $i - 1 ]->pid);
+	# (60 s: a node the old session made goes with it, 10 s after the end)
+	$s[ $i - 1 ]->send("SELECT zk_lock_acquire('co/$i', 60000)");
+	ZkLockTest::wait_for_extension_wait($node_a, $s[ $i - 1 ]);
 }
 ok( poll_until(
 		sub { $node_a->log_contains(qr/calls wait for an answer to the writes in flight/, $log) }),
@@ -294,7 +308,9 @@ for my $i (1 .. $n)
 		"and releases it");
 }
 my @stale;
-ok(poll_until(sub { !(@stale = ZkFault::zk_lock_nodes($zk, '/zklock/co')) }, timeout => 30),
+# (a node of the old session, had one been made, goes with that session:
+# within its 10 s timeout)
+ok(poll_until(sub { !(@stale = ZkFault::zk_lock_nodes($zk, '/zklock/co')) }, timeout => 60),
 	'no node is left behind') or diag "left: @stale";
 
 $_->quit foreach @s;

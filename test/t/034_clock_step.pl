@@ -85,7 +85,7 @@ ok(poll_session($s, "SELECT zk_is_leader('clock')", 't', timeout => 30),
 	'the instance leads group "clock"');
 is($s->query_ok("SELECT zk_lock_held('c')"), 't', 'zk_lock_held says it holds c');
 
-signal_process($worker, 'STOP');
+ZkFault::stop_worker($node, $worker);
 set_clock(-3600);
 my $paused = time;
 cmp_ok(clock_lag($s), '>', 3000, 'the instance\'s clock is an hour behind');

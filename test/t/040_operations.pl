@@ -143,7 +143,7 @@ note '1. zk_locks: a holder and its waiter';
 		[$holder_node], 'the holder row\'s znode is the one in ZooKeeper');
 
 	$s2->send("SELECT zk_lock_acquire('view')");
-	ZkLockTest::wait_for_extension_wait($node1, $s2->pid);
+	ZkLockTest::wait_for_extension_wait($node1, $s2);
 	ok( $node1->poll_query_until(
 			'postgres',
 			"SELECT waiting_on IS NOT NULL FROM zk_locks WHERE pid = "
@@ -444,7 +444,7 @@ note '5. hot standby';
 		'a timed acquire on the primary times out');
 
 	$ps->send("SELECT zk_lock_acquire('ha')");
-	ZkLockTest::wait_for_extension_wait($primary, $ps->pid);
+	ZkLockTest::wait_for_extension_wait($primary, $ps);
 	ok(!$ps->done, 'the primary waits for the standby\'s lock');
 	is($ss->query_ok("SELECT zk_lock_release('ha')"), 't',
 		'zk_lock_release works on the standby');
@@ -454,7 +454,7 @@ note '5. hot standby';
 	is($ss->query_ok("SELECT zk_lock_try('ha')"), 'f',
 		'zk_lock_try on the standby is false while the primary holds');
 	$ss->send("SELECT zk_lock_acquire('ha')");
-	ZkLockTest::wait_for_extension_wait($standby, $ss->pid);
+	ZkLockTest::wait_for_extension_wait($standby, $ss);
 	ok(!$ss->done, 'the standby waits for the primary\'s lock');
 	is($ps->query_ok("SELECT zk_lock_release('ha')"), 't', 'the primary releases');
 	($out, $err) = $ss->result;
@@ -483,7 +483,7 @@ note '4. reloading zklock.hosts moves the instance to another ZooKeeper';
 	is($s1->query_ok("SELECT zk_lock_acquire('mv-a')"), 't', 'holds mv-a on A');
 	is($s1->query_ok("SELECT zk_lock_acquire('mv-b')"), 't', 'holds mv-b on A');
 	$s2->send("SELECT zk_lock_acquire('mv-a', 60000)");
-	ZkLockTest::wait_for_extension_wait($node1, $s2->pid);
+	ZkLockTest::wait_for_extension_wait($node1, $s2);
 	children_become($zk_a, '/zklock/mv-a', 2);
 
 	$node1->append_conf('postgresql.conf',

@@ -107,7 +107,7 @@ sub start_sql_waiter
 {
 	my ($s, $sql) = @_;
 	$s->send($sql);
-	ZkLockTest::wait_for_extension_wait($node, $s->pid);
+	ZkLockTest::wait_for_extension_wait($node, $s);
 	my $on = '';
 	poll_until(
 		sub {
@@ -404,7 +404,7 @@ is(scalar(children_become($leases, 2)), 2, 'two leases are out');
 
 # a waiting zklock lease is granted when Curator returns one
 $s1->send("SELECT zk_semaphore_acquire('sem', 2)");
-ZkLockTest::wait_for_extension_wait($node, $s1->pid);
+ZkLockTest::wait_for_extension_wait($node, $s1);
 poll_until(sub { children($leases) == 3 && children($locks) == 1 });
 is(scalar(children($leases)), 3,
 	'a blocking zk_semaphore_acquire waits with its lease node created');

@@ -72,14 +72,14 @@ my $w3 = session($slow);
 # behind its one node, shown in zk_locks as what they wait on: they have no
 # node of their own)
 $w3->send("SELECT zk_lock_acquire('r3')");
-ZkLockTest::wait_for_extension_wait($slow, $w3->pid);
+ZkLockTest::wait_for_extension_wait($slow, $w3);
 my @w;
 for my $i (0, 1)
 {
 	$w[$i] = session($slow);
 	$w[$i]->send("SELECT zk_lock_acquire('r1'); "
 		  . "INSERT INTO grant_log (who) VALUES ('w$i')");
-	ZkLockTest::wait_for_extension_wait($slow, $w[$i]->pid);
+	ZkLockTest::wait_for_extension_wait($slow, $w[$i]);
 }
 my @r1_before = children('r1');
 is(scalar @r1_before, 1, 'one node for the holder and its two waiters');
@@ -163,7 +163,7 @@ note '(1b) the worker paused for most of its session timeout keeps its session';
 	my $p = session($slow);
 	is($p->query_ok("SELECT zk_lock_acquire('p1')"), 't', 'a session holds p1');
 	my $st = poll_status($slow, sub { $_[0]{state} eq 'connected' });
-	signal_process($st->{worker_pid}, 'STOP');
+	ZkFault::stop_worker($slow, $st->{worker_pid});
 	my $idle = zk_wait_idle($zk, 1, $st->{session_id}, 20000 * 2 / 3 + 500,
 		timeout => 30);
 	signal_process($st->{worker_pid}, 'CONT');
@@ -196,7 +196,7 @@ is($ha->query_ok("SELECT zk_lock_acquire('d1')"), 't', 'holder on fa acquires d1
 my $wa = session($fa);
 $wa->query_ok('SET zklock.connect_timeout = 1000');
 $wa->send("SELECT zk_lock_acquire('d1')");
-ZkLockTest::wait_for_extension_wait($fa, $wa->pid);    # behind ha, in fa
+ZkLockTest::wait_for_extension_wait($fa, $wa);    # behind ha, in fa
 my $sfa = zk_status_of($fa);
 
 my $t_down = time;
@@ -312,11 +312,19 @@ sub acquire_clocked
 sub watch_held
 {
 	my ($node, $s, $lock) = @_;
-	$s->send("SELECT held_until_false('$lock', 10)");
-	ok( $node->poll_query_until('postgres',
-			"SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = "
-			  . $s->pid),
-		"the holder of $lock watches zk_lock_held");
+	# (60 s: it returns as soon as zk_lock_held is false, 2 s into the pause)
+	$s->send("SELECT held_until_false('$lock', 60)");
+	# fails at once should the function end before it was seen watching
+	poll_until(
+		sub {
+			$s->done
+			  || $node->safe_psql('postgres',
+				"SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = "
+				  . $s->pid) eq 't';
+		},
+		timeout => 60);
+	ok(!$s->done, "the holder of $lock watches zk_lock_held")
+	  or diag 'held_until_false ended: ' . join(' / ', $s->peek);
 	return;
 }
 
@@ -363,7 +371,7 @@ wait_waiting($fb, $wb2, $zk, '/zklock/p2', 2);
 $sfa = poll_status($fa, sub { $_[0]{state} eq 'connected' });
 my $wpid = $sfa->{worker_pid};
 watch_held($fa, $h1, 'p1');
-signal_process($wpid, 'STOP');
+ZkFault::stop_worker($fa, $wpid);
 my $t_pause = time;
 note "fa's worker $wpid stopped; session $sfa->{session_id}";
 
@@ -444,7 +452,7 @@ my $hk = session($slow);
 is($hk->query_ok("SELECT zk_lock_acquire('k1')"), 't', 'slow holds k1');
 my $wk = session($slow);
 $wk->send("SELECT zk_lock_acquire('k1')");
-ZkLockTest::wait_for_extension_wait($slow, $wk->pid);    # behind hk, in slow
+ZkLockTest::wait_for_extension_wait($slow, $wk);    # behind hk, in slow
 my $wkb = session($fa);
 $wkb->send("SELECT zk_lock_acquire('k1')");
 my @k1 = wait_waiting($fa, $wkb, $zk, '/zklock/k1', 2);    # slow's node, fa's
@@ -497,7 +505,7 @@ is($x5->query_ok("SELECT zk_lock_acquire_xact('w2')"), 't',
 	'a transaction on fa holds w2');
 my $w5 = session($fa);
 $w5->send("SELECT zk_lock_acquire('w1')");
-ZkLockTest::wait_for_extension_wait($fa, $w5->pid);    # behind h5, in fa
+ZkLockTest::wait_for_extension_wait($fa, $w5);    # behind h5, in fa
 my $wb5 = session($fb);
 $wb5->send(acquire_clocked('w1'));
 wait_waiting($fb, $wb5, $zk, '/zklock/w1', 2);    # fa's node, fb's

@@ -163,7 +163,7 @@ note 'a write holder gets the read lock at once, a writer queued behind';
 	# queued in this order: B (behind A's node, in A's instance: local
 	# hand-off) before C (a node of its own, after A's)
 	$b->send("SELECT zk_rwlock_write('d')");
-	ZkLockTest::wait_for_extension_wait($na, $b->pid);
+	ZkLockTest::wait_for_extension_wait($na, $b);
 	$c->send("SELECT zk_rwlock_write('d')");
 	wait_waiting($nb, $c, $zk, '/zklock/d', 2);
 	is($a->query_ok("SELECT zk_rwlock_read('d', 2000)"),
@@ -255,7 +255,7 @@ sub expire_session
 	my ($node, $until) = @_;
 	my $losses = session_losses($node);
 	my $pid = worker_pid($node);
-	signal_process($pid, 'STOP');
+	ZkFault::stop_worker($node, $pid);
 	my $ok = $until->();
 	signal_process($pid, 'CONT');
 	ok( poll_status(
@@ -371,7 +371,7 @@ note 'a node of the worker\'s session that no request claims is deleted';
 	close $fh;
 	my $log_offset = -s $na->logfile;
 	my $wpid = worker_pid($na);
-	signal_process($wpid, 'STOP');
+	ZkFault::stop_worker($na, $wpid);
 	my $made = eval { ZkLockTest::zk_python($zk, q{
 		import os, sys
 		sid = int(args[0], 16)

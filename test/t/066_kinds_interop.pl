@@ -199,12 +199,12 @@ note '2. the exclusive lock\'s holder asks for the read lock while its '
 	my $st = zk_status_of($h);
 	my $pid = $st->{worker_pid};
 
-	signal_process($pid, 'STOP');
+	ZkFault::stop_worker($node, $pid);
 	my $stopped = time;
 	ok(poll_session($h, "SELECT zk_lock_held('kxdl')", 'f', timeout => 30),
 		'with the worker stopped, H\'s lock soon counts as not held');
 	$h->send("SELECT zk_rwlock_read('kxdl', 8000)");
-	ZkLockTest::wait_for_extension_wait($node, $h->pid);
+	ZkLockTest::wait_for_extension_wait($node, $h);
 	my $paused = time - $stopped;
 	signal_process($pid, 'CONT');
 	note sprintf 'the worker was stopped for %.1f s', $paused;

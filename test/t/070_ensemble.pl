@@ -73,7 +73,7 @@ for my $i (0 .. 2)
 {
 	$w[$i] = session($w_nodes[$i]);
 	$w[$i]->send("SELECT zk_lock_acquire('e1')");
-	ZkLockTest::wait_for_extension_wait($w_nodes[$i], $w[$i]->pid);
+	ZkLockTest::wait_for_extension_wait($w_nodes[$i], $w[$i]);
 }
 my @e1_before = children_become($zk, '/zklock/e1', 2);
 is(scalar @e1_before, 2, 'one node for each instance');

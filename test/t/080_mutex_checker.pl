@@ -298,7 +298,7 @@ sub pause_victim
 		"mb's worker was paused",
 		sub {
 			$old = $_[0];
-			signal_process($old->{worker_pid}, 'STOP');
+			ZkFault::stop_worker($mb, $old->{worker_pid});
 		});
 	ok(!zk_session_alive($zk, 1, $old->{session_id}),
 		"phase $phase: ZooKeeper has expired mb's session");

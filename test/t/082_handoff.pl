@@ -72,7 +72,7 @@ sub start_waiter
 {
 	my ($nd, $s, $sql) = @_;
 	$s->send($sql);
-	ZkLockTest::wait_for_extension_wait($nd, $s->pid);
+	ZkLockTest::wait_for_extension_wait($nd, $s);
 	return;
 }
 

@@ -32,6 +32,7 @@ use Time::HiRes qw(time);
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until sqlstate);
 use ZkInterop;
+use ZkFault ();
 
 my $UUID = qr/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 my $LATCH = qr/^_c_$UUID-latch-(\d{10})$/;
@@ -310,7 +311,7 @@ $wpid = worker_pid($l);
 $sid = session_of($l);
 my $both = 0;
 $t0 = time;
-kill 'STOP', $wpid;
+ZkFault::stop_worker($l, $wpid);
 my ($t_false, $t_moved);
 ok( poll_until(
 		sub {

@@ -74,7 +74,7 @@ sub start_wait
 	my ($node, $s, $name) = @_;
 	my $before = watches();
 	$s->send("SELECT zk_barrier_wait('$name')");
-	ZkLockTest::wait_for_extension_wait($node, $s->pid);
+	ZkLockTest::wait_for_extension_wait($node, $s);
 	ok(zklock_watch_becomes("/zklock/$name", 1),
 		"$name: the waiter watches the node");
 	is(watches(), $before + 1, "$name: the server has one more watch");

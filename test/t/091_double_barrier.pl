@@ -122,7 +122,7 @@ sub start_waiting
 {
 	my ($node, $s, $sql, $what) = @_;
 	$s->send($sql);
-	ZkLockTest::wait_for_extension_wait($node, $s->pid);
+	ZkLockTest::wait_for_extension_wait($node, $s);
 	ok(!$s->done, "$what waits");
 	return;
 }
@@ -345,7 +345,9 @@ ok(barrier_empty('db/lt'), 'nothing is left of the barrier');
 # session stays trusted, as a release does).  The other member is a
 # persistent node named to sort first.  $outage ("paused" or "stopped")
 # happens once the leave's own node is gone, before its $timeout (s)
-# is up; $meanwhile runs after that, and $back ends the outage.
+# is up; $meanwhile runs after that, and $back ends the outage.  The
+# timeouts (8 s) leave room for looking at the members and stopping or
+# pausing ZooKeeper (a second or two on a busy machine) before the time is up.
 sub leave_through_outage
 {
 	my ($name, $timeout, $outage, $start, $meanwhile, $back) = @_;
@@ -370,7 +372,7 @@ sub leave_through_outage
 	ok(barrier_empty($name), "$name: nothing is left of the barrier");
 }
 
-leave_through_outage('db/rd', 3, 'paused', sub { $zk->pause_node(1) },
+leave_through_outage('db/rd', 8, 'paused', sub { $zk->pause_node(1) },
 	undef, sub { $zk->resume_node(1) });
 
 # Stopped and started again within A's session timeout: the last calls are
@@ -378,7 +380,7 @@ leave_through_outage('db/rd', 3, 'paused', sub { $zk->pause_node(1) },
 # no node (no connection) and whose time is up has no last calls to make:
 # it fails at once with 08001 (it could not ask ZooKeeper: never false).
 leave_through_outage(
-	'db/rc', 4, 'stopped',
+	'db/rc', 8, 'stopped',
 	sub { $zk->stop_node(1) },
 	sub {
 		my $sa2 = ZkLockTest::Session->new($pa);
@@ -467,7 +469,7 @@ ok(members_become('db/loss2', 1), 'its member node exists');
 my @old = members_of('db/loss2');
 
 my $st = poll_status($pc, sub { $_[0]{state} eq 'connected' });
-signal_process($st->{worker_pid}, 'STOP');
+ZkFault::stop_worker($pc, $st->{worker_pid});
 ok(members_become('db/loss', 1),
 	"C's member node expires with its session (the worker is paused)");
 ok(members_become('db/loss2', 0), "so does its waiting member's node");

@@ -121,7 +121,7 @@ note 'local hand-off: requests queued behind a revoked node get a fresh one';
 
 is($sa->query_ok("SELECT zk_lock_acquire('rev/h')"), 't', 'A session 1 holds');
 $sa2->send("SELECT zk_lock_acquire('rev/h'), zk_lock_revocation_requested('rev/h')");
-ZkLockTest::wait_for_extension_wait($pa, $sa2->pid);
+ZkLockTest::wait_for_extension_wait($pa, $sa2);
 is($sb->query_ok("SELECT zk_lock_revoke('rev/h')"), '1',
 	"B asks the instance's one holder");
 is(query_becomes($sa, "SELECT zk_lock_revocation_requested('rev/h')", 't'),
@@ -321,7 +321,7 @@ note 'participants: zklock, Curator and Kazoo, with their data';
 is($curator->ask(p1 => 'mutex-acquire /zklock/rev/p 5000'), 'ok',
 	'Curator holds');
 $sa->send("SELECT zk_lock_acquire('rev/p')");
-ZkLockTest::wait_for_extension_wait($pa, $sa->pid);
+ZkLockTest::wait_for_extension_wait($pa, $sa);
 $kazoo->send(k1 => 'lock-acquire /zklock/rev/p -1');
 ok(poll_until(sub { scalar(ZkLockTest::zk_children($zk, '/zklock/rev/p')) == 3 }),
 	'Kazoo queues too');

@@ -124,7 +124,7 @@ is($s2->query_ok("SELECT zk_semaphore_acquire('smx', 1, 300)"), 'f',
 	'zk_semaphore_acquire(name, 1, 300) fails while Curator holds it');
 ok(nodes_become($mx, 1, 0), 'and left no node');
 $s1->send("SELECT zk_semaphore_acquire('smx', 1)");
-ZkLockTest::wait_for_extension_wait($node, $s1->pid);
+ZkLockTest::wait_for_extension_wait($node, $s1);
 ok(nodes_become($mx, 2, 1),
 	'a blocking zk_semaphore_acquire waits with its lease node, holding the entry mutex');
 ok(!$s1->done, 'it has not returned');
@@ -164,7 +164,7 @@ is(my_rows($s1, 'sq', 'held'), '0', 'zk_locks shows no held lease');
 
 # cancelled while waiting: nothing left
 $s1->send("SELECT zk_semaphore_acquire_leases('sq', 3, 2)");
-ZkLockTest::wait_for_extension_wait($node, $s1->pid);
+ZkLockTest::wait_for_extension_wait($node, $s1);
 ok(nodes_become($sq, 4, 1),
 	'a blocking acquire of 2 waits with both lease nodes, holding the entry mutex');
 $node->safe_psql('postgres', "SELECT pg_cancel_backend(" . $s1->pid . ")");
@@ -177,7 +177,7 @@ is($s1->query_ok("SELECT zk_semaphore_held('sq')"), 'f', 'nothing is held');
 
 # Curator holds 2, zklock waits for 2, Curator releases: zklock gets both
 $s1->send("SELECT zk_semaphore_acquire_leases('sq', 3, 2)");
-ZkLockTest::wait_for_extension_wait($node, $s1->pid);
+ZkLockTest::wait_for_extension_wait($node, $s1);
 ok(nodes_become($sq, 4, 1), 'zklock waits for 2 leases: four lease nodes, entry mutex held');
 ok(!$s1->done, 'it has not returned');
 is(my_rows($s1, 'sq', 'held') + my_rows($s1, 'sq', 'waiting'), 2,

@@ -188,7 +188,7 @@ is($sb->query_ok("SELECT zk_barrier_set('$bar')"), 't',
 	'b sets the barrier a removed');
 my $waiter = session($pb);
 $waiter->send("SELECT zk_barrier_wait('$bar')");
-ZkLockTest::wait_for_extension_wait($pb, $waiter->pid);
+ZkLockTest::wait_for_extension_wait($pb, $waiter);
 reconnect_a('remove', $r);
 my ($out, $err) = $sa->result;
 note "a's zk_barrier_remove answered \"$out\" $err";
@@ -223,7 +223,7 @@ is($h1->query_ok("SELECT zk_lock_acquire_xact('$lock', NULL, true)"), 't',
 	'h1 (on b) holds a revocable lock');
 $h2->query_ok('BEGIN');
 $h2->send("SELECT zk_lock_acquire_xact('$lock', NULL, true)");
-ZkLockTest::wait_for_extension_wait($pc, $h2->pid);
+ZkLockTest::wait_for_extension_wait($pc, $h2);
 $r = lose_reply('revoke', 'setData', "/$lock/",
 	sub { $sa->send("SELECT zk_lock_revoke('$lock')") });
 ok(poll_session($h1, "SELECT zk_lock_revocation_requested('$lock')", 't'),
@@ -256,7 +256,7 @@ $sa->query_ok("INSERT INTO work VALUES ('$S3')");
 is(a_nodes(), $base_nodes + 1, 'a\'s worker counts the claim node');
 $proxy->hold;
 $sa->send('COMMIT');
-ZkLockTest::wait_for_extension_wait($pa, $sa->pid);
+ZkLockTest::wait_for_extension_wait($pa, $sa);
 is($pa->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $sa->pid . ')'),
 	't', 'a\'s COMMIT is cancelled while its finalize waits for its reply');
 ($out, $err) = $sa->result;

@@ -71,7 +71,7 @@ note 'ZooKeeper stopped: 08001 (never false) within min(timeout_ms, connect_time
 # a waiter queued behind B before the outage, without a timeout
 my $w = session($pa);
 $w->send("SELECT zk_lock_acquire('oc/held')");
-ZkLockTest::wait_for_extension_wait($pa, $w->pid);
+ZkLockTest::wait_for_extension_wait($pa, $w);
 
 my $t_down = time;
 $zk->stop_node(1);

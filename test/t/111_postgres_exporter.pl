@@ -53,7 +53,7 @@ is_deeply(
 my ($a, $b, $c, $d, $e) = map { ZkLockTest::Session->new($node) } 1 .. 5;
 is($a->query_ok("SELECT zk_lock_acquire('exp/x')"), 't', 'a holds exp/x');
 $b->send("SELECT zk_lock_acquire('exp/x')");
-ZkLockTest::wait_for_extension_wait($node, $b->pid);
+ZkLockTest::wait_for_extension_wait($node, $b);
 is($c->query("SELECT zk_lock_acquire('exp/x', 200)"), 'f', 'c times out');
 my (undef, $err) =
   $d->query("SET statement_timeout = 200; SELECT zk_lock_acquire('exp/x')");
@@ -61,7 +61,7 @@ is(sqlstate($err), '57014', 'd is cancelled by statement_timeout');
 is($a->query_ok("SELECT zk_lock_release('exp/x')"), 't', 'a releases');
 is($b->result, 't', 'b gets the lock (a local hand-off)');
 $e->send("SELECT zk_lock_acquire('exp/x')");
-ZkLockTest::wait_for_extension_wait($node, $e->pid);
+ZkLockTest::wait_for_extension_wait($node, $e);
 is_deeply(
 	stats(),
 	{ requests => 5, grants => 2, local_grants => 1, waits => 4, timeouts => 1, cancels => 1 },
@@ -72,10 +72,10 @@ is($c->query_ok("SELECT zk_lock_acquire('exp/m1')"), 't', 'c holds exp/m1');
 is($d->query_ok("RESET statement_timeout; SELECT zk_lock_acquire('exp/m2')"), 't',
 	'd holds exp/m2');
 my $worker = poll_status($node, sub { $_[0]{worker_pid} ne '' })->{worker_pid};
-signal_process($worker, 'STOP');
+ZkFault::stop_worker($node, $worker);
 $c->send("SELECT zk_lock_release('exp/m1')");
 $d->send("SELECT zk_lock_release('exp/m2')");
-ZkLockTest::wait_for_extension_wait($node, $_->pid) foreach ($c, $d);
+ZkLockTest::wait_for_extension_wait($node, $_) foreach ($c, $d);
 signal_process($worker, 'CONT');
 is($c->result, 't', 'c releases exp/m1');
 is($d->result, 't', 'd releases exp/m2');

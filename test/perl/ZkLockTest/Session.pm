@@ -154,6 +154,35 @@ sub done
 
 =pod
 
+=item $session->pending
+
+Whether a send waits to be collected with C<result>.
+
+=item $session->peek
+
+What the pending send printed so far, (output, error), without collecting
+it: for a diagnostic.
+
+=cut
+
+sub pending { return defined $_[0]->{pending}; }
+
+sub peek
+{
+	my ($self) = @_;
+	my ($out, $err) = ($self->{out}, $self->{err});
+	if (defined(my $b = $self->{pending}))
+	{
+		$out =~ s/^\Q$b\E\n?//m;
+		$err =~ s/^\Q$b\E\n?//m;
+	}
+	chomp $out;
+	chomp $err;
+	return ($out, $err);
+}
+
+=pod
+
 =item $session->result(timeout => secs)
 
 Waits for the pending send to complete and returns its standard output (in
