@@ -58,7 +58,7 @@ sub claimant_and_waiter
 	$sa->query_ok("INSERT INTO work VALUES ('$slot')");
 	$sb->query_ok('BEGIN');
 	$sb->send(claim_sql($slot, 60000));
-	ZkLockTest::wait_for_extension_wait($pb, $sb->pid);
+	ZkLockTest::wait_for_extension_wait($pb, $sb);
 	ok(!$sb->done, "$slot: b waits while a's claim is open");
 	return ($sa, $sb);
 }
@@ -119,7 +119,8 @@ note 'the claimant\'s instance loses its session while the job runs';
 $S = '2026-04-01 13:00+00';
 ($sa, $sb) = claimant_and_waiter($S);
 my $st = zk_status_of($pa);
-signal_process($st->{worker_pid}, 'STOP');
+# stopped in its idle wait, not holding the shared-memory lock
+ZkFault::stop_worker($pa, $st->{worker_pid});
 # ZooKeeper expires a's session after its 4 s and deletes the open claim
 waiter_runs($sb, $S, 'a\'s session expired');
 signal_process($st->{worker_pid}, 'CONT');

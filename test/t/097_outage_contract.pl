@@ -137,7 +137,7 @@ is($holder->query_ok("SELECT zk_lock_acquire('oc/held2')"), 't', 'B holds oc/hel
 # paused), as docs/failures.md's table says
 my $q = session($pa);
 $q->send("SELECT zk_lock_acquire('oc/held2', 1500)");
-ZkLockTest::wait_for_extension_wait($pa, $q->pid);
+ZkLockTest::wait_for_extension_wait($pa, $q);
 $zk->pause_node(1);
 ($out, $err) = $q->result(timeout => 30);
 is($out, 'f', 'paused: a call queued behind the holder answers false at its timeout');

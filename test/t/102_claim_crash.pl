@@ -88,7 +88,7 @@ sub claimant_and_waiter
 	$sa->query_ok("INSERT INTO runs VALUES ('$slot')");
 	$sb->query_ok('BEGIN');
 	$sb->send(claim_sql('crash', $slot, 'NULL'));
-	ZkLockTest::wait_for_extension_wait($pb, $sb->pid);
+	ZkLockTest::wait_for_extension_wait($pb, $sb);
 	return ($sa, $sb);
 }
 
@@ -103,7 +103,7 @@ ok(poll_until(sub { $proxy->status->{held} }, timeout => 30),
 	"$S: the finalize was applied, its reply held");
 my $n = claim_node($zk, 'crash', $S);
 ok($n->{exists} && !$n->{ephemeral}, "$S: the claim node is persistent");
-ZkLockTest::wait_for_extension_wait($pa, $sa->pid);
+ZkLockTest::wait_for_extension_wait($pa, $sa);
 ok(!$sa->done, "$S: a's COMMIT waits in PRE_COMMIT");
 crash_instance($pa);
 $proxy->disarm;
