@@ -233,6 +233,9 @@ RESET ROLE;
 SET ROLE zklock_upg_mon;
 SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
 SELECT count(*) >= 0 AS reads FROM zk_locks, zk_stats, zk_leaders, zk_status();
+-- the loaded library is X.Y.Z of the SQL version X.Y
+SELECT zk_version() LIKE (SELECT extversion FROM pg_extension WHERE extname = 'zklock') || '.%'
+       AS library_is_this_version;
 SELECT zk_lock_try('reg/upgrade-grant');
 RESET ROLE;
 -- EXECUTE on zk_grant_usage is not enough: it checks who calls it

@@ -173,3 +173,14 @@ $$;
 COMMENT ON FUNCTION zk_grant_usage(regrole, boolean) IS
 'grant a role every zklock function an application uses (monitoring => true: the views and listings pg_monitor has); run again after every ALTER EXTENSION zklock UPDATE; superuser or the extension''s owner only';
 REVOKE ALL ON FUNCTION @extschema@.zk_grant_usage(regrole, boolean) FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- zk_version(): the version of the loaded library, X.Y.Z (extversion is
+-- that of the SQL objects).  For monitoring, like zk_status().
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_version()
+RETURNS text AS 'MODULE_PATHNAME' LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION zk_version() IS
+'the version of the zklock library this server loaded (X.Y.Z)';
+REVOKE ALL ON FUNCTION @extschema@.zk_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_version() TO pg_monitor;

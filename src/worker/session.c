@@ -731,11 +731,14 @@ zk_session_start(void)
 
 /*
  * Close the handle.  When connected, ZooKeeper ends the session and deletes
- * its nodes at once, and the session file is no longer needed.
+ * its nodes at once, and the session file is no longer needed.  Returns
+ * true when a connected session was closed so.
  */
-void
+bool
 zk_session_stop(void)
 {
+	bool		closed = false;
+
 	if (zk_zh)
 	{
 		zhandle_t  *zh = zk_zh;
@@ -748,8 +751,12 @@ zk_session_stop(void)
 		rc = zookeeper_close(zh);
 		RESUME_INTERRUPTS();
 		if (rc == ZOK && was_connected)
+		{
 			remove_session_file();
+			closed = true;
+		}
 	}
+	return closed;
 }
 
 /* The events since the last call, for the worker loop. */

@@ -185,7 +185,7 @@ sub functions_where
 	  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'zklock'
 	 WHERE $cond});
 }
-my $monitoring = q{p.proname ~ '(_internal|_participants|_info|_claims|^zk_status$)'};
+my $monitoring = q{p.proname ~ '(_internal|_participants|_info|_claims|^zk_status$|^zk_version$)'};
 is( functions_where(
 		q{NOT has_function_privilege('app_role', p.oid, 'EXECUTE')
 		  AND NOT has_function_privilege('monitoring_role', p.oid, 'EXECUTE')}),
