@@ -670,11 +670,13 @@ open_handle(const clientid_t *cid)
 					 errhint("Fix the file; zklock reads it again every %d seconds and on reload.",
 							 AUTH_RETRY_MS / 1000)));
 			auth_blocked = true;
+			zk_set_auth_blocked(zklock_auth_file);
 			reopen_at = ZkMonoPlusMs(zk_mono_now(), AUTH_RETRY_MS);
 			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 			return;
 		}
 		auth_blocked = false;
+		zk_set_auth_blocked(NULL);
 		free_secret(session_auth);
 		session_auth = auth;
 		if (session_auth_file)
