@@ -66,8 +66,14 @@ DATA = \
 	sql/zklock--1.4--1.5.sql
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
+# The version of the build (zk_version(), the worker's start line): the
+# "version" of META.json, X.Y.Z for zklock.control's default_version X.Y
+# (test/t/006_versions.pl checks that they and debian/changelog agree).
+# Recursive: srcdir is known only once PGXS is included.
+ZKLOCK_VERSION = $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json)
+
 # project headers are named by their directory: "shared/protocol.h"
-PG_CPPFLAGS = -I$(srcdir)/src
+PG_CPPFLAGS = -I$(srcdir)/src -DZKLOCK_VERSION='"$(ZKLOCK_VERSION)"'
 SHLIB_LINK = -lzookeeper_st
 
 # pg_regress runs on its own temporary instance; test/run-tests writes the
@@ -96,8 +102,12 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# every object depends on the project's headers
-$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h $(srcdir)/src/*/*/*.h)
+ifeq ($(ZKLOCK_VERSION),)
+$(error no "version" found in $(srcdir)/META.json)
+endif
+
+# every object depends on the project's headers, and on the version
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h $(srcdir)/src/*/*/*.h) $(srcdir)/META.json
 
 # Out-of-tree (VPATH) builds, as pg_buildext's build-NN/ directories: the
 # object directories below src/ are made in the build directory (absolute
@@ -122,7 +132,7 @@ bench-smoke:
 # PGXN distribution: git archive of HEAD (uncommitted changes are not in it),
 # named after the top-level "version" of META.json, which must be the
 # default_version of zklock.control (1.3 -> 1.3.0).
-DIST_VERSION = $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json)
+DIST_VERSION = $(ZKLOCK_VERSION)
 DIST_ZIP = $(EXTENSION)-$(DIST_VERSION).zip
 
 .PHONY: dist

@@ -202,6 +202,50 @@ SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
 DROP EXTENSION zklock;
 DROP ROLE zklock_upg_reader;
 DROP ROLE "Zklock Upg-Reader";
+-- 2f. After 1.4 -> 1.5, zk_grant_usage gives a role that had the 1.4
+-- grants the functions 1.5 added, again and again with the same result;
+-- with monitoring => true what pg_monitor has; nobody but a superuser (or
+-- the extension's owner) may call it.
+CREATE EXTENSION zklock VERSION '1.4';
+CREATE ROLE zklock_upg_app;
+CREATE ROLE zklock_upg_mon;
+GRANT EXECUTE ON FUNCTION zk_lock_try(text), zk_lock_release(text) TO zklock_upg_app;
+ALTER EXTENSION zklock UPDATE;
+SELECT has_function_privilege('zklock_upg_app', 'zk_shared_count_add(text, integer, integer)', 'EXECUTE') AS before;
+SELECT zk_grant_usage('zklock_upg_app') AS granted;
+SELECT zk_grant_usage('zklock_upg_app') AS granted_again;
+SELECT zk_grant_usage('zklock_upg_mon', monitoring => true) AS granted_monitoring;
+-- what each role may execute now, beside the superuser's
+SELECT r.role,
+       string_agg(p.proname, ', ' ORDER BY p.proname)
+           FILTER (WHERE NOT has_function_privilege(r.role, p.oid, 'EXECUTE')) AS not_granted
+  FROM (VALUES ('zklock_upg_app'), ('zklock_upg_mon')) r(role),
+       pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+       AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+ WHERE r.role = 'zklock_upg_app' OR p.proname !~ '^zk_(lock|rwlock|semaphore|barrier|double_barrier|shared_count)'
+ GROUP BY r.role ORDER BY r.role;
+SET ROLE zklock_upg_app;
+SELECT zk_shared_count_add('reg/upgrade-grant', 1) >= 1 AS added;
+SELECT zk_lock_try('reg/upgrade-grant') AS locked, zk_lock_release('reg/upgrade-grant') AS released;
+SELECT count(*) FROM zk_job_claims('reg/upgrade-none');
+SELECT zk_grant_usage('zklock_upg_app');
+RESET ROLE;
+SET ROLE zklock_upg_mon;
+SELECT count(*) AS rows FROM zk_job_claims('reg/upgrade-none');
+SELECT count(*) >= 0 AS reads FROM zk_locks, zk_stats, zk_leaders, zk_status();
+-- the loaded library is X.Y.Z of the SQL version X.Y
+SELECT zk_version() LIKE (SELECT extversion FROM pg_extension WHERE extname = 'zklock') || '.%'
+       AS library_is_this_version;
+SELECT zk_lock_try('reg/upgrade-grant');
+RESET ROLE;
+-- EXECUTE on zk_grant_usage is not enough: it checks who calls it
+GRANT EXECUTE ON FUNCTION zk_grant_usage(regrole, boolean) TO zklock_upg_app;
+SET ROLE zklock_upg_app;
+SELECT zk_grant_usage('zklock_upg_mon');
+RESET ROLE;
+DROP EXTENSION zklock;
+DROP ROLE zklock_upg_app;
+DROP ROLE zklock_upg_mon;
 -- 3. Into a schema of its own: everything goes there and works from there.
 CREATE SCHEMA s;
 CREATE EXTENSION zklock SCHEMA s;

@@ -84,3 +84,103 @@ RETURNS integer AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_shared_count_add(text, integer, integer) IS
 'add to a shared count atomically (created with the seed when absent); returns the new value';
 REVOKE ALL ON FUNCTION @extschema@.zk_shared_count_add(text, integer, integer) FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- zk_grant_usage(role, monitoring): the grants of the README's Privileges
+-- section in one call, to be run again after every ALTER EXTENSION zklock
+-- UPDATE so that a role gets the functions a new version adds (no zklock
+-- function is granted to PUBLIC).  An application role gets EXECUTE on
+-- every lock, claim, leadership, barrier, revocation and shared-count
+-- function, named below (a later version's script replaces this function
+-- with its own list); with monitoring => true a role gets what pg_monitor
+-- has on the extension's objects (the views and listings).  Never
+-- zk_stats_reset, zk_job_claim_settle or zk_grant_usage itself.
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_grant_usage(role regrole, monitoring boolean DEFAULT false)
+RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    app_functions CONSTANT name[] := ARRAY[
+        -- locks, multi-locks, read-write locks, semaphores: session scope
+        'zk_lock_acquire', 'zk_lock_try', 'zk_lock_acquire_all',
+        'zk_lock_release', 'zk_lock_release_all', 'zk_lock_held', 'zk_lock_token',
+        'zk_rwlock_read', 'zk_rwlock_write',
+        'zk_rwlock_read_release', 'zk_rwlock_write_release',
+        'zk_rwlock_read_held', 'zk_rwlock_write_held',
+        'zk_rwlock_read_token', 'zk_rwlock_write_token',
+        'zk_semaphore_acquire', 'zk_semaphore_acquire_leases',
+        'zk_semaphore_release', 'zk_semaphore_held', 'zk_semaphore_token',
+        -- transaction scope
+        'zk_lock_acquire_xact', 'zk_lock_try_xact', 'zk_lock_acquire_all_xact',
+        'zk_rwlock_read_xact', 'zk_rwlock_write_xact',
+        'zk_semaphore_acquire_xact', 'zk_semaphore_acquire_leases_xact',
+        -- jobs, barriers, revocation, shared counts
+        'zk_job_claim', 'zk_is_leader',
+        'zk_barrier_set', 'zk_barrier_remove', 'zk_barrier_wait',
+        'zk_double_barrier_enter', 'zk_double_barrier_leave',
+        'zk_lock_revoke', 'zk_lock_revocation_requested',
+        'zk_shared_count', 'zk_shared_count_set', 'zk_shared_count_try_set',
+        'zk_shared_count_add'];
+    ext_oid oid;
+    ext_owner oid;
+    me oid;
+    obj record;
+    granted integer := 0;
+BEGIN
+    SELECT e.oid, e.extowner INTO ext_oid, ext_owner
+      FROM pg_extension e WHERE e.extname = 'zklock';
+    SELECT r.oid INTO me FROM pg_roles r WHERE r.rolname = current_user;
+    IF NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = me)
+       AND me IS DISTINCT FROM ext_owner THEN
+        RAISE EXCEPTION 'permission denied to grant the use of zklock'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Only a superuser or the owner of extension zklock may call zk_grant_usage.';
+    END IF;
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'the role to grant to must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+
+    FOR obj IN
+        SELECT format('GRANT EXECUTE ON FUNCTION %s TO %s',
+                      p.oid::regprocedure, role) AS command
+          FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
+         WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext_oid
+           AND d.deptype = 'e' AND d.classid = 'pg_proc'::regclass
+           AND CASE WHEN monitoring
+                    THEN EXISTS (SELECT FROM aclexplode(p.proacl) a
+                                  WHERE a.grantee = 'pg_monitor'::regrole
+                                    AND a.privilege_type = 'EXECUTE')
+                    ELSE p.proname = ANY (app_functions) END
+        UNION ALL
+        SELECT format('GRANT SELECT ON %s TO %s', c.oid::regclass, role)
+          FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+         WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext_oid
+           AND d.deptype = 'e' AND d.classid = 'pg_class'::regclass
+           AND monitoring
+           AND EXISTS (SELECT FROM aclexplode(c.relacl) a
+                        WHERE a.grantee = 'pg_monitor'::regrole
+                          AND a.privilege_type = 'SELECT')
+        ORDER BY 1
+    LOOP
+        EXECUTE obj.command;
+        granted := granted + 1;
+    END LOOP;
+    RETURN granted;
+END
+$$;
+COMMENT ON FUNCTION zk_grant_usage(regrole, boolean) IS
+'grant a role every zklock function an application uses (monitoring => true: the views and listings pg_monitor has); run again after every ALTER EXTENSION zklock UPDATE; superuser or the extension''s owner only';
+REVOKE ALL ON FUNCTION @extschema@.zk_grant_usage(regrole, boolean) FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- zk_version(): the version of the loaded library, X.Y.Z (extversion is
+-- that of the SQL objects).  For monitoring, like zk_status().
+----------------------------------------------------------------------------
+CREATE FUNCTION zk_version()
+RETURNS text AS 'MODULE_PATHNAME' LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION zk_version() IS
+'the version of the zklock library this server loaded (X.Y.Z)';
+REVOKE ALL ON FUNCTION @extschema@.zk_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.zk_version() TO pg_monitor;

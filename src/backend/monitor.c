@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * monitor.c
- *	  What a DBA sees: the zk_locks view, zk_status() and the zk_stats view.
+ *	  What a DBA sees: the zk_locks view, zk_status(), the zk_stats view and
+ *	  zk_version().
  *
  * They read the shared state of shared/protocol.h: every entry of the
  * instance (held, waiting, lost or being released), the worker's session
@@ -205,6 +206,18 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 			put_lock_row(rsinfo, e, dbname, NULL, 0);	/* waiting or releasing */
 	}
 	return (Datum) 0;
+}
+
+/*
+ * zk_version(): the version of the library this backend loaded, "X.Y.Z"
+ * (the SQL objects' version is pg_extension.extversion, X.Y, which lags
+ * behind until ALTER EXTENSION zklock UPDATE).
+ */
+PG_FUNCTION_INFO_V1(zk_version);
+Datum
+zk_version(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(ZKLOCK_VERSION));
 }
 
 PG_FUNCTION_INFO_V1(zk_status);

@@ -640,6 +640,7 @@ zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
 					 bool connecting)
 {
 	char		last[ZK_ERRMSG_MAX];
+	char		auth_blocked[ZK_ERRMSG_MAX];
 	TimestampTz last_at;
 	ZkSessionState state;
 	size_t		len;
@@ -648,14 +649,27 @@ zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
 
 	LWLockAcquire(zk_shared->lock, LW_SHARED);
 	strlcpy(last, zk_shared->last_error, sizeof(last));
+	strlcpy(auth_blocked, zk_shared->auth_blocked, sizeof(auth_blocked));
 	last_at = zk_shared->last_error_at;
 	state = zk_shared->session_state;
 	LWLockRelease(zk_shared->lock);
 	zk_give_up(id, generation);
 	waited_ms = (long) ((GetCurrentTimestamp() - requested_at) / 1000);
 
+	/*
+	 * The worker may not even try: while zklock.auth_file is unusable it
+	 * does not connect.  Then say so, rather than send the user to
+	 * ZooKeeper.
+	 */
+	if (state == ZKS_CONNECTED)
+		auth_blocked[0] = '\0';
+
 	initStringInfo(&detail);
-	if (connecting || state != ZKS_CONNECTED)
+	if (auth_blocked[0])
+		appendStringInfo(&detail,
+						 "The zklock worker does not connect while zklock.auth_file names a file it cannot use (without the credentials its nodes would be open to every client); this call waited %ld ms.",
+						 waited_ms);
+	else if (connecting || state != ZKS_CONNECTED)
 		appendStringInfo(&detail,
 						 "The zklock worker had no usable ZooKeeper session in the %ld ms this call waited (zklock.connect_timeout is %d ms); it keeps trying every host of zklock.hosts.",
 						 waited_ms, zklock_connect_timeout);
@@ -671,11 +685,18 @@ zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
 	if (last[0])
 		appendStringInfo(&detail, " Its last error, at %s, was: %s.",
 						 timestamptz_to_str(last_at), last);
+	if (auth_blocked[0])
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("zklock is not connecting to ZooKeeper: the credentials file \"%s\" of zklock.auth_file cannot be used",
+						auth_blocked),
+				 errdetail_internal("%s", detail.data),
+				 errhint("Fix the file (a regular file owned by the server's user, mode 0600, holding \"user:password\") or zklock.auth_file, then reload the configuration; see SELECT last_error FROM zk_status() and the server log.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 			 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
 			 errdetail_internal("%s", detail.data),
-			 errhint("Check that ZooKeeper is running and reachable from this host (\"echo srvr | nc HOST PORT\"), and see SELECT * FROM zk_status() and the zklock worker's messages in the server log.")));
+			 errhint("Check that ZooKeeper is running and reachable from this host (\"zkCli.sh -server HOST:PORT ls /\"), and see SELECT * FROM zk_status() and the zklock worker's messages in the server log.")));
 }
 
 /*

@@ -202,6 +202,8 @@ typedef struct ZkShared
 	char		server[128];	/* host:port the session is connected to */
 	char		last_error[ZK_ERRMSG_MAX];
 	TimestampTz last_error_at;	/* when last_error was set */
+	/* zklock.auth_file while it keeps the worker from connecting, or "" */
+	char		auth_blocked[ZK_ERRMSG_MAX];
 
 	/*
 	 * Counters for zk_status() and zk_stats (monitor.c): cumulative since
@@ -303,6 +305,7 @@ extern void zk_set_session_state(ZkSessionState state, int64 session_id,
 								 int timeout, const char *server);
 extern void zk_set_confirmed(int64 session_id, ZkMono at);
 extern void zk_set_last_error(const char *fmt,...) pg_attribute_printf(1, 2);
+extern void zk_set_auth_blocked(const char *file);
 extern void zk_add_row(StringInfo rows, int ncols, const char *const *cols);
 
 #define ZK_ENTRY(id) (&zk_shared->entries[(id)])

@@ -73,6 +73,15 @@
  * (the shared entries, the copy zk_locks makes of them) stays far below
  * PostgreSQL's 1 GB allocation limit.
  */
+/*
+ * The version of this build of the library, "X.Y.Z": the Makefile passes the
+ * "version" of META.json, whose X.Y is zklock.control's default_version
+ * (test/t/006_versions.pl checks that they and debian/changelog agree).
+ */
+#ifndef ZKLOCK_VERSION
+#error "ZKLOCK_VERSION is not defined: build zklock with its Makefile"
+#endif
+
 #define ZK_MAX_LOCKS_LIMIT	100000
 /* Longest name accepted, in bytes (documented in README.md). */
 #define ZK_NAME_MAX			1024

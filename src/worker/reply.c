@@ -330,6 +330,20 @@ zk_set_confirmed(int64 session_id, ZkMono at)
 	LWLockRelease(zk_shared->lock);
 }
 
+/*
+ * Publish that the worker does not connect because zklock.auth_file names
+ * the unusable file "file" (NULL: it no longer keeps it from connecting),
+ * for the 08001 of backends (shared/protocol.c).
+ */
+void
+zk_set_auth_blocked(const char *file)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	strlcpy(zk_shared->auth_blocked, file ? file : "",
+			sizeof(zk_shared->auth_blocked));
+	LWLockRelease(zk_shared->lock);
+}
+
 /* Record the last error the worker met, for zk_status(). */
 void
 zk_set_last_error(const char *fmt,...)

@@ -670,11 +670,13 @@ open_handle(const clientid_t *cid)
 					 errhint("Fix the file; zklock reads it again every %d seconds and on reload.",
 							 AUTH_RETRY_MS / 1000)));
 			auth_blocked = true;
+			zk_set_auth_blocked(zklock_auth_file);
 			reopen_at = ZkMonoPlusMs(zk_mono_now(), AUTH_RETRY_MS);
 			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 			return;
 		}
 		auth_blocked = false;
+		zk_set_auth_blocked(NULL);
 		free_secret(session_auth);
 		session_auth = auth;
 		if (session_auth_file)
@@ -731,11 +733,14 @@ zk_session_start(void)
 
 /*
  * Close the handle.  When connected, ZooKeeper ends the session and deletes
- * its nodes at once, and the session file is no longer needed.
+ * its nodes at once, and the session file is no longer needed.  Returns
+ * true when a connected session was closed so.
  */
-void
+bool
 zk_session_stop(void)
 {
+	bool		closed = false;
+
 	if (zk_zh)
 	{
 		zhandle_t  *zh = zk_zh;
@@ -748,8 +753,12 @@ zk_session_stop(void)
 		rc = zookeeper_close(zh);
 		RESUME_INTERRUPTS();
 		if (rc == ZOK && was_connected)
+		{
 			remove_session_file();
+			closed = true;
+		}
 	}
+	return closed;
 }
 
 /* The events since the last call, for the worker loop. */

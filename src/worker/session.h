@@ -33,7 +33,7 @@ extern struct ACL_vector *zk_session_acl(void);
 extern void zk_session_start(void);
 extern int	zk_session_wait(long timeout_ms, const char **why);
 extern int	zk_session_reload(const char **why);
-extern void zk_session_stop(void);
+extern bool zk_session_stop(void);
 extern void zk_session_cork(bool on);
 
 #endif							/* ZKLOCK_SESSION_H */

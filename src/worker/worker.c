@@ -52,12 +52,18 @@ session_events(int events, const char *why)
 static void
 worker_exit(int code, Datum arg)
 {
+	int64		sid = zk_session_id();
+
 	/* no backend vouches for a node of this session from now on */
 	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 	/* an ERROR may have left the socket corked: the close must go out now */
 	zk_session_cork(false);
 	zk_engine_exit();
-	zk_session_stop();
+	if (zk_session_stop())
+		ereport(LOG,
+				(errmsg("zklock worker closed ZooKeeper session 0x%llx",
+						(unsigned long long) sid),
+				 errdetail("ZooKeeper deletes the session's ephemeral nodes (its locks, leases and latches) with it.")));
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	zk_shared->worker_latch = NULL;
 	zk_shared->worker_pid = 0;
@@ -87,8 +93,8 @@ zk_worker_main(Datum arg)
 	on_shmem_exit(worker_exit, (Datum) 0);
 
 	ereport(LOG,
-			(errmsg("zklock worker started for ZooKeeper at \"%s\", root \"%s\"",
-					zklock_hosts, zklock_root)));
+			(errmsg("zklock worker %s started for ZooKeeper at \"%s\", root \"%s\"",
+					ZKLOCK_VERSION, zklock_hosts, zklock_root)));
 	zk_session_start();
 
 	/* whatever a turn allocates goes when the turn ends */

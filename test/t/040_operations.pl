@@ -848,8 +848,11 @@ note '4. zklock.auth_file unusable: the worker does not connect';
 	my ($out, $err) = $s->query("SELECT zk_lock_acquire('open')");
 	is(sqlstate($err), '08001', 'a request fails with 08001');
 	like($err,
-		qr/DETAIL:  The zklock worker had no usable ZooKeeper session in the \d+ ms this call waited \(zklock\.connect_timeout is 500 ms\).* Its last error, at [^,]+, was: zklock credentials file "\Q$file\E" has group or world access \(permissions 0644\)\./,
-		'... naming the problem with the file');
+		qr/ERROR:  (?:08001: )?zklock is not connecting to ZooKeeper: the credentials file "\Q$file\E" of zklock\.auth_file cannot be used\n/,
+		'... saying that the worker does not connect because of the file');
+	like($err,
+		qr/DETAIL:  The zklock worker does not connect while zklock\.auth_file names a file it cannot use .*; this call waited \d+ ms\. Its last error, at [^,]+, was: zklock credentials file "\Q$file\E" has group or world access \(permissions 0644\)\.\n.*HINT:  Fix the file /s,
+		'... naming the problem with the file, and what to fix');
 	is_deeply([ ZkLockTest::zk_children($zk_d, '/') ], ['zookeeper'],
 		'nothing was created in ZooKeeper (no node with an open ACL)');
 

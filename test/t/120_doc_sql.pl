@@ -12,9 +12,10 @@
 #      <!-- docs-test: error SQLSTATE -->  it must fail with that SQLSTATE
 #      <!-- docs-test: setup SQL -->       run SQL first, in the same session
 #      <!-- docs-test: concurrent N -->    run it in N new sessions at once
-#    Then the README's GRANT block, run in a database of its own, must give
-#    the application role or pg_monitor every function of the extension
-#    but zk_stats_reset().
+#    Then the README's privileges block (zk_grant_usage), run in a database
+#    of its own, must give the application role or pg_monitor every
+#    function of the extension but the superuser's (zk_stats_reset(),
+#    zk_job_claim_settle(), zk_grant_usage()).
 
 use strict;
 use warnings;
@@ -162,13 +163,15 @@ foreach my $file (@files)
 }
 
 # ---------------------------------------------------------------------------
-note 'the README\'s GRANT block covers every function';
+note 'the README\'s privileges block covers every function';
 
-my ($grant) = grep { $_->[1] =~ /GRANT EXECUTE ON FUNCTION/ } sql_blocks('README.md');
-ok($grant, 'the README has a GRANT block') or BAIL_OUT('no GRANT block');
+my ($grant) = grep { $_->[1] =~ /zk_grant_usage\(/ } sql_blocks('README.md');
+ok($grant, 'the README has a privileges block calling zk_grant_usage')
+  or BAIL_OUT('no privileges block');
 $node->safe_psql('postgres', 'CREATE DATABASE doc_grants');
 $node->safe_psql('doc_grants', 'CREATE EXTENSION zklock');
-$node->safe_psql('doc_grants', $grant->[1]);
+# the roles exist already (the block ran in the README's database)
+$node->safe_psql('doc_grants', $grant->[1] =~ s/^\s*CREATE ROLE [^;]*;//mgr);
 
 # the extension's functions for which a condition holds
 sub functions_where
@@ -182,16 +185,16 @@ sub functions_where
 	  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'zklock'
 	 WHERE $cond});
 }
-my $monitoring = q{p.proname ~ '(_internal|_participants|_info|_claims|^zk_status$)'};
+my $monitoring = q{p.proname ~ '(_internal|_participants|_info|_claims|^zk_status$|^zk_version$)'};
 is( functions_where(
 		q{NOT has_function_privilege('app_role', p.oid, 'EXECUTE')
 		  AND NOT has_function_privilege('monitoring_role', p.oid, 'EXECUTE')}),
-	'zk_job_claim_settle(text,timestamp with time zone,boolean), zk_stats_reset()',
-	'every function but the superuser\'s zk_stats_reset() and zk_job_claim_settle() is granted to app_role or monitoring_role');
+	'zk_grant_usage(regrole,boolean), zk_job_claim_settle(text,timestamp with time zone,boolean), zk_stats_reset()',
+	'every function but the superuser\'s zk_stats_reset(), zk_job_claim_settle() and zk_grant_usage() is granted to app_role or monitoring_role');
 is(functions_where("$monitoring AND has_function_privilege('app_role', p.oid, 'EXECUTE')"),
 	'', 'app_role gets none of the monitoring functions (pg_monitor has them)');
 is( functions_where(
-		"NOT $monitoring AND p.proname NOT IN ('zk_stats_reset', 'zk_job_claim_settle')
+		"NOT $monitoring AND p.proname NOT IN ('zk_stats_reset', 'zk_job_claim_settle', 'zk_grant_usage')
 		 AND NOT has_function_privilege('app_role', p.oid, 'EXECUTE')"),
 	'', 'app_role may call every lock, claim, leadership and barrier function');
 my ($rc, $out, $err) = $node->psql('doc_grants', q{
