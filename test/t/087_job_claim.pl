@@ -8,7 +8,8 @@
 #    commit runs before zklock makes a claim final, so when it fails (also
 #    with ZooKeeper unreachable, or the backend terminated while it waits)
 #    the claim was never final and the slot is open again; a final claim is
-#    persistent; zklock.claim_retention removes old final claims.
+#    persistent; zklock.claim_retention removes old committed claims, never
+#    before the retention of the instance that made them.
 
 use strict;
 use warnings;
@@ -309,24 +310,34 @@ is($claimer->query_ok(claim_sql('report', $S10)), 't',
 $_->quit foreach ($holder, $claimer);
 
 # ---------------------------------------------------------------------------
-note 'zklock.claim_retention removes old final claims';
+note 'zklock.claim_retention removes old committed claims';
 
+# A claim is kept for the larger of the sweeping instance's retention and
+# that of the instance that made it (in its data): a, restarted with a
+# retention of 2 s, removes its own old claims but not b's (7 days).
 my $old = '2020-01-01 00:00+00';
+my $old_b = '2020-01-02 00:00+00';
 my $future = $pa->safe_psql('postgres',
 	"SELECT date_trunc('hour', now() + interval '1 day')");
-ok(poll_session($sa, claim_sql('old-job', $old), 't', timeout => 30),
-	'a claims a slot long past');
-is($sa->query_ok(claim_sql('old-job', $future)), 't', 'and a slot tomorrow');
-is(scalar @{ $claims_of->('old-job') }, 2, 'both claims exist');
+$_->quit foreach ($sa, $sb);
+$pa->safe_psql('postgres', "ALTER SYSTEM SET zklock.claim_retention = '2s'");
+$pa->restart;
+ok(poll_status($pa, sub { $_[0]{state} eq 'connected' }, timeout => 30),
+	'a is connected again, with a retention of 2 s');
+$sa = session($pa);
+$sb = session($pb);
+is($sb->query_ok(claim_sql('old-job', $old_b)), 't',
+	'b (retention 7 days) claims a slot long past');
 is($sb->query_ok(claim_sql('b-only', $old)), 't',
 	'b claims a slot long past of a job a never claimed');
-$pa->safe_psql('postgres', "ALTER SYSTEM SET zklock.claim_retention = '2s'");
-$pa->reload;
-ok( poll_until(sub { @{ $claims_of->('old-job') } == 1 }, timeout => 30),
-	'the old final claim is removed (slot and creation older than 2 s)');
+is($sa->query_ok(claim_sql('old-job', $future)), 't', 'a claims a slot tomorrow');
+is($sa->query_ok(claim_sql('old-job', $old)), 't', 'and a slot long past');
+ok( poll_until(sub { !grep { $_ eq '2020-01-01T00:00:00Z' } @{ $claims_of->('old-job') } },
+		timeout => 30),
+	'a\'s old committed claim is removed (slot and creation older than 2 s)');
 is( $pa->safe_psql('postgres',
-		"SELECT slot = '$future'::timestamptz FROM zk_job_claims('old-job')"),
-	't', 'the claim of a slot to come is kept');
+		"SELECT string_agg(slot::text, ',' ORDER BY slot) = '$old_b'::timestamptz::text || ',' || '$future'::timestamptz::text FROM zk_job_claims('old-job')"),
+	't', 'the claim of a slot to come is kept, and b\'s old one (its retention is longer)');
 is_deeply($claims_of->('b-only'), ['2020-01-01T00:00:00Z'],
 	'a job never claimed from the sweeping instance is not swept by it');
 
