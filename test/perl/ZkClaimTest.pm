@@ -1,7 +1,7 @@
 # ZkClaimTest.pm
 #    Helpers for the TAP tests of job claims whose fate follows their
 #    transaction (test/t/101_claim_outcome.pl, 102_claim_crash.pl,
-#    103_claim_sweep.pl, 104_claim_running_xact.pl, 095_claims_checker.pl):
+#    103_claim_sweep.pl, 105_claim_running_xact.pl, 095_claims_checker.pl):
 #    a claim node as ZooKeeper has it, committed runs counted over
 #    instances, an instance crashed with SIGKILL (postmaster and every
 #    child at once) and restarted, an instance restarted under libfaketime,

@@ -314,6 +314,28 @@ zk_part_rows(ZkPart *p)
 	zk_part_drop(p);
 }
 
+
+/*
+ * Say that a holder lost what it held with the session.  A job claim made
+ * final is not lost: its transaction's commit record settles it, from the
+ * index of unsettled claims (recipes/claim.c).
+ */
+static void
+report_lost(ZkEntry *e, const char *why)
+{
+	if (e->kind == ZK_KIND_JOB_CLAIM && e->ask == ZK_ASK_FINALIZE &&
+		e->ask_state == ZK_ASK_DONE)
+		ereport(LOG,
+				(errmsg("zklock job claim \"%s\" of process %d was made final and is settled by its transaction's commit record",
+						e->name, e->owner_pid),
+				 errdetail_internal("%s", why)));
+	else
+		ereport(WARNING,
+				(errmsg("zklock %s \"%s\" held by process %d was lost",
+						zk_kind_name(e->kind), e->name, e->owner_pid),
+				 errdetail_internal("%s", why)));
+}
+
 /* Fail every entry of a part with an error; the part goes. */
 void
 zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
@@ -333,11 +355,7 @@ zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
 		leave(p, &ops[id]);		/* its give-up waits for our node to go */
 		if (held)
 		{
-			ereport(WARNING,
-					(errmsg("zklock %s \"%s\" held by process %d was lost",
-							zk_kind_name(p->driver->kind), p->name,
-							ZK_ENTRY(id)->owner_pid),
-					 errdetail_internal("%s", msg)));
+			report_lost(ZK_ENTRY(id), msg);
 			zk_set_outcome(id, ZKE_LOST, 0, "%s", msg);
 			fail_ask(id, msg);
 		}
@@ -1354,10 +1372,7 @@ zk_engine_session_lost(const char *why)
 			detach(id);
 			if (held || e->state == ZKE_HELD)
 			{
-				ereport(WARNING,
-						(errmsg("zklock %s \"%s\" held by process %d was lost",
-								zk_kind_name(e->kind), e->name, e->owner_pid),
-						 errdetail_internal("%s", why)));
+				report_lost(e, why);
 				zk_set_outcome(id, ZKE_LOST, 0, "%s", why);
 				fail_ask(id, why);
 			}
@@ -1461,10 +1476,7 @@ zk_engine_init(void)
 			zk_free_entry(id);
 		else if (e->state == ZKE_HELD)
 		{
-			ereport(WARNING,
-					(errmsg("zklock %s \"%s\" held by process %d was lost",
-							zk_kind_name(e->kind), e->name, e->owner_pid),
-					 errdetail("The zklock worker restarted; the ZooKeeper session of the holding ended with its previous run.")));
+			report_lost(e, "The zklock worker restarted; the ZooKeeper session of the holding ended with its previous run.");
 			zk_set_outcome(id, ZKE_LOST, 0, "The zklock worker restarted.");
 		}
 		else if (e->state == ZKE_PENDING &&

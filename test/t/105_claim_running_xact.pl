@@ -1,4 +1,4 @@
-# 104_claim_running_xact.pl
+# 105_claim_running_xact.pl
 #    A worker that starts again (a new ZooKeeper session) while a
 #    claimant's transaction is between PRE_COMMIT (its claim made final,
 #    "committing") and its commit record finds the claim in the index of
