@@ -84,9 +84,12 @@ sub start_bouncer
 	$port{$name} = $port;
 	ok( poll_until(
 			sub {
-				my ($rc) = $node->psql('postgres', 'SELECT 1',
-					connstr => via($name));
-				return $rc == 0;
+				# psql refused a connection may exit before it read its
+				# input: IPC::Run then dies writing it (a broken pipe)
+				my $rc = eval {
+					($node->psql('postgres', 'SELECT 1', connstr => via($name)))[0];
+				};
+				return defined $rc && $rc == 0;
 			},
 			timeout => 30),
 		"PgBouncer $file ($name) accepts connections")
