@@ -79,9 +79,6 @@ zk_job_claim_settle(PG_FUNCTION_ARGS)
 	char	   *job = zk_name_arg(fcinfo, 0, "job name");
 	TimestampTz slot = slot_arg(fcinfo, 1);
 	ZkRequest	req = {0};
-	uint32		generation;
-	int			id;
-	ZkEntryState state;
 	int64		result;
 
 	if (!superuser())
@@ -99,17 +96,13 @@ zk_job_claim_settle(PG_FUNCTION_ARGS)
 	req.flags = ZKR_SETTLE | ZKR_AT_MOST_ONCE;
 	req.targ = slot;
 	req.arg = PG_GETARG_BOOL(2) ? 1 : 0;
-	id = zk_request(&req, &generation);
-	state = zk_wait(id, generation, 0);
-	if (state == ZKE_LOST)
+	if (!zk_request_done(&req, &result))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
 				 errmsg("zklock lost its ZooKeeper session while settling job claim \"%s\"",
 						job),
 				 errdetail("The claim may or may not have been settled."),
 				 errhint("Look at it with zk_job_claims() before trying again.")));
-	result = zk_entry_result(id, generation);
-	zk_give_up(id, generation);
 	PG_RETURN_BOOL(result == 1);
 }
 

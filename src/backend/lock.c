@@ -212,8 +212,6 @@ zk_lock_revoke(PG_FUNCTION_ARGS)
 {
 	char	   *name = zk_name_arg(fcinfo, 0, "lock name");
 	ZkRequest	req = {0};
-	uint32		generation;
-	int			id;
 	int64		result;
 
 	req.kind = ZK_KIND_REVOKE;
@@ -223,16 +221,13 @@ zk_lock_revoke(PG_FUNCTION_ARGS)
 	 * list again and reach later holders (see revoke.c)
 	 */
 	req.flags = ZKR_AT_MOST_ONCE;
-	id = zk_request(&req, &generation);
-	if (zk_wait(id, generation, 0) != ZKE_DONE)
+	if (!zk_request_done(&req, &result))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
 				 errmsg("zklock lost its ZooKeeper session while revoking lock \"%s\"",
 						name),
 				 errdetail("Some of its holders may have been asked to let go."),
 				 errhint("Call it again to ask the holders of the lock now.")));
-	result = zk_entry_result(id, generation);
-	zk_give_up(id, generation);
 	PG_RETURN_INT32((int32) result);
 }
 

@@ -35,9 +35,6 @@ count_request(ZkKind kind, const char *name, int flags, int32 arg,
 			  int64 targ)
 {
 	ZkRequest	req = {0};
-	uint32		generation;
-	int			id;
-	ZkEntryState state;
 	int64		result;
 
 	req.kind = kind;
@@ -45,20 +42,13 @@ count_request(ZkKind kind, const char *name, int flags, int32 arg,
 	req.flags = flags;
 	req.arg = arg;
 	req.targ = targ;
-	id = zk_request(&req, &generation);
-	state = zk_wait(id, generation, 0);
-	if (state == ZKE_LOST)
+	if (!zk_request_done(&req, &result))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
 				 errmsg("zklock lost its ZooKeeper session while changing shared count \"%s\"",
 						name),
 				 errdetail("The change may or may not have been made."),
 				 errhint("Read the count (zk_shared_count) before trying again.")));
-	if (state != ZKE_DONE)
-		elog(ERROR, "unexpected state %d of a zklock shared count request",
-			 (int) state);
-	result = zk_entry_result(id, generation);
-	zk_give_up(id, generation);
 	return result;
 }
 

@@ -991,6 +991,25 @@ zk_give_up_asking(int id, uint32 generation, ZkAsk ask)
 	zk_wake_worker();
 }
 
+/*
+ * Ask for a one-shot request and wait for it without a deadline: true,
+ * with its answer in *result and the entry given back, once it is done;
+ * false when it is not (its session was lost first), for the caller to say
+ * what that leaves unknown.  A failure raises the worker's ERROR (zk_wait).
+ */
+bool
+zk_request_done(const ZkRequest *req, int64 *result)
+{
+	uint32		generation;
+	int			id = zk_request(req, &generation);
+
+	if (zk_wait(id, generation, 0) != ZKE_DONE)
+		return false;
+	*result = zk_entry_result(id, generation);
+	zk_give_up(id, generation);
+	return true;
+}
+
 /* The answer of a one-shot request that is DONE. */
 int64
 zk_entry_result(int id, uint32 generation)
