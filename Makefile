@@ -17,6 +17,7 @@ OBJS = \
 	src/zklock.o \
 	src/shared/settings.o \
 	src/shared/kinds.o \
+	src/shared/wait_events.o \
 	src/shared/protocol.o \
 	src/shared/naming.o \
 	src/shared/paths.o \
