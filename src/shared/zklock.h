@@ -120,6 +120,7 @@ extern int	zklock_write_batch;
 extern char *zklock_leader_groups;
 extern int	zklock_claim_retention;
 extern bool zklock_session_locks;
+extern char *zklock_allowed_names;
 
 extern void zk_define_settings(void);
 
@@ -199,6 +200,7 @@ extern ZkWaitEvent zk_kind_wait_event(ZkKind kind);
 extern void zk_check_name(const char *name, const char *what);
 extern bool zk_check_root(char **newval, void **extra, GucSource source);
 extern bool zk_check_groups(char **newval, void **extra, GucSource source);
+extern bool zk_check_patterns(char **newval, void **extra, GucSource source);
 
 /* paths.c */
 extern int	zk_path(char *buf, size_t size, const char *name, const char *suffix);
