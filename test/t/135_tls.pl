@@ -177,6 +177,7 @@ sub tunnel_stop
 
 END
 {
+	local $?;    # the children's exit statuses are not the test's
 	$_->kill_kill foreach grep { defined } values %tunnel;
 	$zk->kill_kill if $zk;
 }
