@@ -273,6 +273,8 @@ def attempt(what, f):
         print(what, 'done')
     except NoAuthError:
         print(what, 'refused')
+    except Exception as e:
+        print(what, type(e).__name__)
 holders = zk.get_children('/zklock/tls_x')
 print('holders', len(holders))
 acl, _ = zk.get_acls('/zklock/tls_x')
