@@ -53,6 +53,11 @@
  * the problem on a reload.  The credentials never go to the log, to an
  * error message or to zk_status().
  *
+ * Identities: through a TLS tunnel (docs/tls.md) ZooKeeper also knows the
+ * session by the DN of the tunnel's client certificate (x509).  The ACL of
+ * the nodes we create gives all rights to every identity of the session
+ * and of zklock.acl_identities, the fleet (zk_session_acl).
+ *
  * Crash restarts: the session id and password are kept in
  * $PGDATA/zklock.session.  After a crash (kill -9 of any backend restarts
  * every process, this worker included) the new worker first resumes that
@@ -548,28 +553,29 @@ session_changed(void)
  * their Curator or Kazoo peers: ZooKeeper checks DELETE on the parent, so
  * every member must have it on the shared parents), and READ for everyone.
  * A session with no identity at all gets "invalid ACL" from ZooKeeper
- * rather than nodes it could not delete.  The vector is rebuilt when the
- * settings change; ZooKeeper's client serializes it when a call is made.
+ * rather than nodes it could not delete.  The vector points into the
+ * setting's parsed value, valid until the next reload: ZooKeeper's client
+ * serializes it when the call is made.
  */
 struct ACL_vector *
 zk_session_acl(void)
 {
 	static struct ACL *acl = NULL;
+	static int	acl_size = 0;
 	static struct ACL_vector vector = {0, NULL};
-	static const ZkAclIdentities *built_for = NULL;
-	static bool built_auth = false;
 	const ZkAclIdentities *ids = zk_acl_identities();
+	int			size = 2 + (ids ? ids->count : 0);
 	int			n = 0;
 
 	if (!authenticated && ids == NULL)
 		return &ZOO_OPEN_ACL_UNSAFE;
-	if (acl != NULL && ids == built_for && authenticated == built_auth)
-		return &vector;
-
-	if (acl != NULL)
-		pfree(acl);
-	acl = MemoryContextAlloc(TopMemoryContext,
-							 sizeof(struct ACL) * (2 + (ids ? ids->count : 0)));
+	if (size > acl_size)
+	{
+		if (acl != NULL)
+			pfree(acl);
+		acl = MemoryContextAlloc(TopMemoryContext, sizeof(struct ACL) * size);
+		acl_size = size;
+	}
 	acl[n].perms = ZOO_PERM_ALL;
 	acl[n].id.scheme = "auth";
 	acl[n++].id.id = "";
@@ -584,8 +590,6 @@ zk_session_acl(void)
 	acl[n++].id.id = "anyone";
 	vector.count = n;
 	vector.data = acl;
-	built_for = ids;
-	built_auth = authenticated;
 	return &vector;
 }
 
