@@ -696,16 +696,12 @@ zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
 						auth_blocked),
 				 errdetail_internal("%s", detail.data),
 				 errhint("Fix the file (a regular file owned by the server's user, mode 0600, holding \"user:password\") or zklock.auth_file, then reload the configuration; see SELECT last_error FROM zk_status() and the server log.")));
-	if (closed_on_connect && state != ZKS_CONNECTED)
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
-				 errdetail_internal("%s", detail.data),
-				 errhint("Every connection was closed right after it was made: if zklock.hosts names a TLS tunnel (stunnel), the tunnel could not reach ZooKeeper or its TLS handshake failed, and its log says why.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 			 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
 			 errdetail_internal("%s", detail.data),
+			 closed_on_connect && state != ZKS_CONNECTED ?
+			 errhint("Every connection was closed right after it was made: if zklock.hosts names a TLS tunnel (stunnel), the tunnel could not reach ZooKeeper or its TLS handshake failed, and its log says why.") :
 			 errhint("Check that ZooKeeper is running and reachable from this host (\"zkCli.sh -server HOST:PORT ls /\"), and see SELECT * FROM zk_status() and the zklock worker's messages in the server log.")));
 }
 

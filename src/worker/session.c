@@ -274,8 +274,11 @@ client_log(const char *message)
 		if (!connected &&
 			strstr(end, "failed while receiving a server response") != NULL)
 			closed_on_connect++;
-		else
+		else if (closed_on_connect > 0)
+		{
 			closed_on_connect = 0;
+			zk_set_closed_on_connect(false);
+		}
 		if (closed_on_connect >= CLOSED_ON_CONNECT_HINT)
 		{
 			zk_set_last_error("%.*s: the connection was closed right after it was made, %d times in a row (a TLS tunnel does this when it cannot reach ZooKeeper or its TLS handshake with ZooKeeper fails: see the tunnel's log)",
