@@ -198,9 +198,12 @@ foreach my $who (qw(db1 db2))
 		$conf{$who}{$1} = $2 =~ s/''/'/gr;
 	}
 }
-my $pa = ZkLockTest::pg_node('tls_a', $conf{db1}{'zklock.hosts'},
+# an 8 s session timeout: a tunnel restart has that long (it takes well
+# under a second), and the longer outage below lasts until it is over
+my @common = ('zklock.session_timeout' => '8000');
+my $pa = ZkLockTest::pg_node('tls_a', $conf{db1}{'zklock.hosts'}, @common,
 	'zklock.acl_identities' => $conf{db1}{'zklock.acl_identities'});
-my $pb = ZkLockTest::pg_node('tls_b', $conf{db2}{'zklock.hosts'},
+my $pb = ZkLockTest::pg_node('tls_b', $conf{db2}{'zklock.hosts'}, @common,
 	'zklock.acl_identities' => $conf{db2}{'zklock.acl_identities'});
 foreach my $node ($pa, $pb)
 {
