@@ -17,6 +17,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 
 use Digest::SHA qw(sha1);
+use IPC::Run;
 use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -33,6 +34,19 @@ sub digest_id
 {
 	my ($user, $pw) = @_;
 	return "digest:$user:" . encode_base64(sha1("$user:$pw"), '');
+}
+
+# the command of docs/tls.md that computes a digest identity's hash
+{
+	my $page = slurp_file("$ZkLockTest::SRC_DIR/docs/tls.md");
+	my ($cmd) = $page =~ /^<!-- tls-test: digest -->\n```sh\n(.*?)\n```$/ms
+	  or die 'docs/tls.md has no block "digest"';
+	$cmd =~ s/'user:password'/'peer:pw-peer'/ or die 'no user:password in it';
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'sh', '-c', $cmd ], '>', \$out, '2>', \$err)
+	  or die "the digest command failed: $err";
+	is("digest:peer:$out", digest_id('peer', 'pw-peer') . "\n",
+		'the command of docs/tls.md computes the hash of a digest identity');
 }
 
 sub auth_file
