@@ -12,7 +12,7 @@
 #    of zklock.acl_identities are refused with 22023.
 #
 #    The configuration comes from the blocks of docs/tls.md marked
-#    "<!-- tls-test: NAME -->"; doc_block() replaces only the strings it is
+#    "<!-- docs-block: NAME -->"; doc_block() replaces only the strings it is
 #    given (ports, paths, certificate file names) and dies when one of them
 #    is not in the block, so that a change of the page shows here.  Beyond
 #    the page: zoo.cfg gets a tickTime, a dataDir and
@@ -44,25 +44,8 @@ plan skip_all => 'stunnel4 is not installed (Debian package stunnel4)'
 
 my $started = time;
 my $dir = PostgreSQL::Test::Utils::tempdir('tls');
-my $PAGE = "$ZkLockTest::SRC_DIR/docs/tls.md";
-
-# The block of docs/tls.md after "<!-- tls-test: $name -->", with each pair
-# of @replace (from, to) replaced, in order; each "from" must be there.
-sub doc_block
-{
-	my ($name, @replace) = @_;
-	my $text = slurp_file($PAGE);
-	$text =~ /^<!-- tls-test: \Q$name\E -->\n```\w*\n(.*?)^```$/ms
-	  or die "docs/tls.md has no block \"$name\"";
-	my $block = $1;
-	while (my ($from, $to) = splice(@replace, 0, 2))
-	{
-		index($block, $from) >= 0
-		  or die "block \"$name\" of docs/tls.md does not contain \"$from\"";
-		$block =~ s/\Q$from\E/$to/g;
-	}
-	return $block;
-}
+# A block of docs/tls.md (ZkLockTest::doc_block).
+sub doc_block { return ZkLockTest::doc_block('docs/tls.md', @_); }
 
 sub run_ok
 {

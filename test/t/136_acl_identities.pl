@@ -38,10 +38,8 @@ sub digest_id
 
 # the command of docs/tls.md that computes a digest identity's hash
 {
-	my $page = slurp_file("$ZkLockTest::SRC_DIR/docs/tls.md");
-	my ($cmd) = $page =~ /^<!-- tls-test: digest -->\n```sh\n(.*?)\n```$/ms
-	  or die 'docs/tls.md has no block "digest"';
-	$cmd =~ s/'user:password'/'peer:pw-peer'/ or die 'no user:password in it';
+	my $cmd = ZkLockTest::doc_block('docs/tls.md', 'digest',
+		"'user:password'" => "'peer:pw-peer'");
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ 'sh', '-c', $cmd ], '>', \$out, '2>', \$err)
 	  or die "the digest command failed: $err";
