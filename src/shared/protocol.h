@@ -204,6 +204,8 @@ typedef struct ZkShared
 	TimestampTz last_error_at;	/* when last_error was set */
 	/* zklock.auth_file while it keeps the worker from connecting, or "" */
 	char		auth_blocked[ZK_ERRMSG_MAX];
+	/* connections keep being closed right after they are made (TLS?) */
+	bool		closed_on_connect;
 
 	/*
 	 * Counters for zk_status() and zk_stats (monitor.c): cumulative since
@@ -307,6 +309,7 @@ extern void zk_set_session_state(ZkSessionState state, int64 session_id,
 extern void zk_set_confirmed(int64 session_id, ZkMono at);
 extern void zk_set_last_error(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void zk_set_auth_blocked(const char *file);
+extern void zk_set_closed_on_connect(bool closed);
 extern void zk_add_row(StringInfo rows, int ncols, const char *const *cols);
 
 #define ZK_ENTRY(id) (&zk_shared->entries[(id)])
