@@ -32,13 +32,16 @@ ZKLOCK_TEST_DIR = $(CURDIR)/tmp_check/zklock
 REGRESS_OPTS += --temp-instance=$(CURDIR)/tmp_check/instance \
 	--temp-config=$(ZKLOCK_TEST_DIR)/zklock.conf
 # PGXS's pg_regress command line, with pg_regress run under
-# zklock-test-zookeeper run (the $$ keep the options' variables for later)
+# zklock-test-zookeeper run: re-read by eval, so its # are escaped and the
+# $$ keep the options' variables for later
 zklock_pg_regress = $(top_builddir)/src/test/regress/pg_regress
+zklock_hash := \#
 ifeq ($(findstring $(value zklock_pg_regress),$(value pg_regress_installcheck)),)
 $(error zklock_regress.mk: no $(value zklock_pg_regress) in PGXS's pg_regress_installcheck)
 endif
-$(eval pg_regress_installcheck = $(subst $(value zklock_pg_regress),'$$(ZKLOCK_TEST_ZOOKEEPER)' run \
+$(eval pg_regress_installcheck = $(subst $(zklock_hash),\$(zklock_hash),$(subst \
+	$(value zklock_pg_regress),'$$(ZKLOCK_TEST_ZOOKEEPER)' run \
 	--dir '$$(ZKLOCK_TEST_DIR)' --bindir '$$(bindir)' --instances $$(or $$(ZKLOCK_TEST_INSTANCES),0) \
 	$$(addprefix --set ,$$(ZKLOCK_TEST_SETTINGS)) $$(ZKLOCK_TEST_ZOOKEEPER_OPTS) \
-	-- $(value zklock_pg_regress),$(value pg_regress_installcheck)))
+	-- $(value zklock_pg_regress),$(value pg_regress_installcheck))))
 endif
