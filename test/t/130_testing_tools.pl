@@ -102,10 +102,14 @@ foreach my $line (map { split /\n/ } @excerpts)
 
 # --- start: 127.0.0.1 only, its settings ---------------------------------
 # (each server's parent is this test: should the test die, they go too)
-my ($rc, $out, $err) = zk('start', "$base/a", '--parent', $$);
+my ($rc, $out, $err) = zk('start', "$base/a", '--parent', $$,
+	'--hosts-file', "$base/hosts", '--env-file', "$base/env");
 is($rc, 0, 'start') or diag $err;
 like($out, qr/^127\.0\.0\.1:(\d+)\n\z/, 'start prints the zklock.hosts value');
 my ($port) = $out =~ /:(\d+)/;
+is(slurp_file("$base/hosts"), $out, '--hosts-file has it');
+is(slurp_file("$base/env"), "ZKLOCK_TEST_HOSTS=127.0.0.1:$port\nZKLOCK_TEST_ZOOKEEPER_DIR=$base/a\n",
+	'--env-file has it and the directory');
 is(ruok($port), 'imok', 'the server answers');
 my @listen = grep { /:$port\s/ } split /\n/, `ss -Htln`;
 ok(@listen >= 1 && !(grep { !/\s127\.0\.0\.1:$port\s/ } @listen), 'it listens on 127.0.0.1 only')
@@ -180,7 +184,7 @@ ok(!grep({ index(cmdline($_), "$base/e") >= 0 } glob('/proc/[0-9]*/cmdline')),
 	'and leaves no process (server, instance, watchdog)');
 
 # --- the page's shell block --------------------------------------------------
-my @sh = map { $_->[1] } grep { $_->[0] eq 'sh' && $_->[2] eq '<!-- docs-test: sh -->' } @blocks;
+my @sh = map { $_->[1] } grep { $_->[0] eq 'sh' && $_->[2] eq '<!-- run by test/t/130_testing_tools.pl -->' } @blocks;
 is(scalar @sh, 1, 'the page has one shell block to run');
 my $sh = $sh[0] // '';
 ok($sh =~ s{^ZK=/usr/lib/postgresql/\d+/bin/zklock-test-zookeeper(?=\s)}{ZK=$ZK}m,
