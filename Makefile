@@ -17,6 +17,7 @@ OBJS = \
 	src/zklock.o \
 	src/shared/settings.o \
 	src/shared/kinds.o \
+	src/shared/wait_events.o \
 	src/shared/protocol.o \
 	src/shared/naming.o \
 	src/shared/paths.o \
@@ -86,7 +87,7 @@ SHLIB_LINK = -lzookeeper_st
 # ZooKeeper) to $(ZKLOCK_REGRESS_CONF).  The test database is UTF8 whatever
 # locale the temporary instance gets (names.sql tests non-ASCII names).
 ZKLOCK_REGRESS_CONF ?= $(CURDIR)/tmp_check/regress.conf
-REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier dbarrier sharedcount revoke upgrade
+REGRESS = setup names acquire xact rwlock semaphore multilock monitor leader jobclaim barrier dbarrier sharedcount revoke scope upgrade
 REGRESS_OPTS = --encoding=UTF8 --temp-config=$(ZKLOCK_REGRESS_CONF) \
 	--temp-instance=$(CURDIR)/tmp_regress
 

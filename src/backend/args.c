@@ -12,13 +12,25 @@
  * is refused.  And, with zklock.session_locks off, refuse a session-scope
  * acquisition before anything is looked up or sent.
  *
+ * It also owns the scope of names a role may use (zklock.allowed_names):
+ * every function that asks ZooKeeper about a name takes it with
+ * zk_name_arg(), which refuses a name outside the scope (42501) before
+ * anything is sent.  Releases, the *_held and *_token functions and
+ * zk_lock_revocation_requested() look only at the session's own holdings
+ * and take their name with zk_own_name_arg(), so a holding stays
+ * releasable when the scope narrows; leader groups are the instance's
+ * configuration, not the role's, and are not scoped either.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
 #include "utils/builtins.h"
+#include "utils/varlena.h"
 
 #include "backend/args.h"
 #include "backend/holdings.h"
@@ -73,11 +85,81 @@ zk_timeout_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * Does name match pattern, in which '*' stands for any run of characters
+ * ('/' included) and everything else for itself?
+ */
+static bool
+zk_name_matches(const char *pattern, const char *name)
+{
+	const char *star = NULL;	/* the last '*' seen in pattern */
+	const char *resume = NULL;	/* where in name that '*' match ends */
+
+	while (*name)
+	{
+		if (*pattern == '*')
+		{
+			star = pattern++;
+			resume = name;
+		}
+		else if (*pattern == *name)
+		{
+			pattern++;
+			name++;
+		}
+		else if (star)
+		{
+			/* let the last '*' take one more character */
+			pattern = star + 1;
+			name = ++resume;
+		}
+		else
+			return false;
+	}
+	while (*pattern == '*')
+		pattern++;
+	return *pattern == '\0';
+}
+
+/*
+ * Raise 42501 unless the current role may use the name (in UTF-8) of what:
+ * a superuser always may, anyone else when one of the patterns of
+ * zklock.allowed_names matches it (its check hook, zk_check_patterns,
+ * accepted the list).
+ */
+void
+zk_check_name_allowed(const char *name, const char *what)
+{
+	char	   *raw;
+	List	   *patterns;
+	ListCell   *lc;
+
+	if (superuser())
+		return;
+	raw = pg_server_to_any(zklock_allowed_names, strlen(zklock_allowed_names),
+						   PG_UTF8);
+	if (raw == zklock_allowed_names)
+		raw = pstrdup(raw);
+	if (SplitGUCList(raw, ',', &patterns))
+		foreach(lc, patterns)
+		{
+			if (zk_name_matches(lfirst(lc), name))
+				return;
+		}
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for zklock %s \"%s\"", what, name),
+			 errdetail("zklock.allowed_names is \"%s\" for role \"%s\".",
+					   zklock_allowed_names, GetUserNameFromId(GetUserId(), false)),
+			 errhint("A superuser can allow the name with ALTER ROLE ... SET zklock.allowed_names.")));
+}
+
+/*
  * Argument argno of a SQL function, a name of what: NULL is an error, as
- * is a name zk_check_name() refuses.
+ * is a name zk_check_name() refuses.  Not scoped: for the functions that
+ * look only at the session's own holdings (see the file header).
  */
 char *
-zk_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+zk_own_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	zk_check_preloaded();
 	if (PG_ARGISNULL(argno))
@@ -85,6 +167,19 @@ zk_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("zklock %s must not be null", what)));
 	return zk_name_from_text(PG_GETARG_TEXT_PP(argno), what);
+}
+
+/*
+ * zk_own_name_arg(), for a name the function asks ZooKeeper about: also
+ * refused (42501) outside the role's zklock.allowed_names.
+ */
+char *
+zk_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	char	   *name = zk_own_name_arg(fcinfo, argno, what);
+
+	zk_check_name_allowed(name, what);
+	return name;
 }
 
 /*

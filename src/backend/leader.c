@@ -64,7 +64,7 @@ zk_is_leader(PG_FUNCTION_ARGS)
 {
 	ZkGroup		g[ZK_MAX_GROUPS];
 
-	if (copy_groups(zk_name_arg(fcinfo, 0, "group name"), g) == 0)
+	if (copy_groups(zk_own_name_arg(fcinfo, 0, "group name"), g) == 0)
 		PG_RETURN_BOOL(false);	/* not a group the instance takes part in */
 	PG_RETURN_BOOL(leads(&g[0]));
 }
@@ -148,7 +148,7 @@ PG_FUNCTION_INFO_V1(zk_leader_info);
 Datum
 zk_leader_info(PG_FUNCTION_ARGS)
 {
-	char	   *name = zk_name_arg(fcinfo, 0, "group name");
+	char	   *name = zk_own_name_arg(fcinfo, 0, "group name");
 	TupleDesc	tupdesc;
 	Datum		values[LEADER_COLS];
 	bool		nulls[LEADER_COLS];

@@ -55,13 +55,14 @@ acquire(FunctionCallInfo fcinfo, ZkKind kind, bool xact)
 static Datum
 release(FunctionCallInfo fcinfo, ZkKind kind)
 {
-	PG_RETURN_BOOL(zk_hold_release(kind, zk_name_arg(fcinfo, 0, "lock name")));
+	PG_RETURN_BOOL(zk_hold_release(kind, zk_own_name_arg(fcinfo, 0, "lock name")));
 }
 
 static Datum
 held(FunctionCallInfo fcinfo, ZkKind kind)
 {
-	PG_RETURN_BOOL(zk_hold_is_held(kind, zk_name_arg(fcinfo, 0, "lock name"), NULL));
+	PG_RETURN_BOOL(zk_hold_is_held(kind, zk_own_name_arg(fcinfo, 0, "lock name"),
+								   NULL));
 }
 
 static Datum
@@ -69,7 +70,7 @@ token(FunctionCallInfo fcinfo, ZkKind kind)
 {
 	int64		t;
 
-	if (!zk_hold_is_held(kind, zk_name_arg(fcinfo, 0, "lock name"), &t))
+	if (!zk_hold_is_held(kind, zk_own_name_arg(fcinfo, 0, "lock name"), &t))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(t);
 }
@@ -186,6 +187,7 @@ acquire_all(FunctionCallInfo fcinfo, bool xact)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("zklock lock name must not be null")));
 		names[i] = zk_name_from_text(DatumGetTextPP(elems[i]), "lock name");
+		zk_check_name_allowed(names[i], "lock name");
 	}
 	PG_RETURN_BOOL(zk_hold_acquire_all(names, n, xact, timeout));
 }
@@ -236,6 +238,6 @@ PG_FUNCTION_INFO_V1(zk_lock_revocation_requested);
 Datum
 zk_lock_revocation_requested(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(zk_hold_revocation_requested(zk_name_arg(fcinfo, 0,
-															"lock name")));
+	PG_RETURN_BOOL(zk_hold_revocation_requested(zk_own_name_arg(fcinfo, 0,
+																"lock name")));
 }

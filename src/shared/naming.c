@@ -230,3 +230,38 @@ zk_check_groups(char **newval, void **extra, GucSource source)
 	}
 	return true;
 }
+
+/*
+ * Check hook of zklock.allowed_names: a comma-separated list of patterns,
+ * none empty, none longer than a name.  An empty list allows no name.
+ */
+bool
+zk_check_patterns(char **newval, void **extra, GucSource source)
+{
+	char	   *raw = pstrdup(*newval);
+	List	   *patterns;
+	ListCell   *lc;
+
+	if (!SplitGUCList(raw, ',', &patterns))
+	{
+		GUC_check_errdetail("zklock.allowed_names must be a comma-separated list of name patterns.");
+		return false;
+	}
+	foreach(lc, patterns)
+	{
+		const char *pattern = lfirst(lc);
+
+		if (pattern[0] == '\0')
+		{
+			GUC_check_errdetail("A pattern of zklock.allowed_names must not be empty.");
+			return false;
+		}
+		if (strlen(pattern) > ZK_NAME_MAX)
+		{
+			GUC_check_errdetail("A pattern of zklock.allowed_names must be at most %d bytes long.",
+								ZK_NAME_MAX);
+			return false;
+		}
+	}
+	return true;
+}

@@ -81,7 +81,7 @@ typedef struct ZkGivenUp
 static ZkGivenUp *given_up = NULL;
 static int	ngiven_up = 0;
 
-static void zk_sleep(long wait_ms);
+static void zk_sleep(long wait_ms, ZkKind kind);
 
 static Size
 zk_shmem_size(void)
@@ -247,6 +247,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 
 	if (!exit_hook_registered)
 	{
+		zk_register_wait_events();
 		given_up = MemoryContextAlloc(TopMemoryContext,
 									  sizeof(ZkGivenUp) * zk_shared->num_entries);
 		before_shmem_exit(zk_backend_exit, (Datum) 0);
@@ -433,7 +434,7 @@ zk_await_released(bool interruptible)
 		 * at its next wait.
 		 */
 		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
-					  100, PG_WAIT_EXTENSION) & WL_POSTMASTER_DEATH)
+					  100, zk_wait_event(ZK_WAIT_RELEASE)) & WL_POSTMASTER_DEATH)
 			break;
 		ResetLatch(MyLatch);
 		if (interruptible)
@@ -529,7 +530,8 @@ zk_wait_confirmed(int id, uint32 generation, TimestampTz deadline)
 			state = zk_entry_check(id, generation, NULL);
 			if (state != ZKE_PENDING || (deadline != 0 && now >= deadline))
 				break;
-			zk_sleep(deadline ? Min(100, (deadline - now + 999) / 1000) : 100);
+			zk_sleep(deadline ? Min(100, (deadline - now + 999) / 1000) : 100,
+					 ZK_ENTRY(id)->kind);
 		}
 	}
 	PG_CATCH();
@@ -701,14 +703,16 @@ zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
 
 /*
  * Sleep on the latch until woken or until wait_ms (at most a second) has
- * passed, like a core lock wait: shown as wait_event_type 'Extension', with
+ * passed, like a core lock wait: shown as wait_event_type 'Extension' with
+ * the wait event of the request's kind (wait_events.c), with
  * statement_timeout, lock_timeout and cancel arriving as ERRORs.
  */
 static void
-zk_sleep(long wait_ms)
+zk_sleep(long wait_ms, ZkKind kind)
 {
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 Max(Min(wait_ms, 1000), 1), PG_WAIT_EXTENSION);
+					 Max(Min(wait_ms, 1000), 1),
+					 zk_wait_event(zk_kind_wait_event(kind)));
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 }
@@ -833,7 +837,7 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 					zk_raise_unreachable(id, generation, requested_at, true);
 				wait_ms = Min(wait_ms, zk_ms_until(now, connect_deadline));
 			}
-			zk_sleep(wait_ms);
+			zk_sleep(wait_ms, e->kind);
 		}
 	}
 	PG_CATCH();
@@ -916,7 +920,7 @@ zk_ask_loop(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 		now = GetCurrentTimestamp();
 		if (deadline != 0 && now >= deadline)
 			return ZK_ASK_PENDING;
-		zk_sleep(deadline ? zk_ms_until(now, deadline) : 1000);
+		zk_sleep(deadline ? zk_ms_until(now, deadline) : 1000, e->kind);
 	}
 }
 

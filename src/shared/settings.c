@@ -35,6 +35,7 @@ int			zklock_write_batch = 64;
 char	   *zklock_leader_groups = NULL;
 int			zklock_claim_retention = 7 * 24 * 3600;
 bool		zklock_session_locks = true;
+char	   *zklock_allowed_names = NULL;
 
 /* Define the zklock.* settings (from _PG_init). */
 void
@@ -160,5 +161,13 @@ zk_define_settings(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomStringVariable("zklock.allowed_names",
+							   "Names the role may use in zklock's functions (comma-separated patterns; * matches any characters).",
+							   "Set per role or database with ALTER ROLE ... SET; a name outside every pattern is refused before anything is sent to ZooKeeper.  Superusers may use every name.",
+							   &zklock_allowed_names,
+							   "*",
+							   PGC_SUSET,
+							   GUC_LIST_INPUT,
+							   zk_check_patterns, NULL, NULL);
 	MarkGUCPrefixReserved("zklock");
 }

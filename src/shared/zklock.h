@@ -120,6 +120,7 @@ extern int	zklock_write_batch;
 extern char *zklock_leader_groups;
 extern int	zklock_claim_retention;
 extern bool zklock_session_locks;
+extern char *zklock_allowed_names;
 
 extern void zk_define_settings(void);
 
@@ -172,10 +173,34 @@ extern const char *zk_kind_name(ZkKind kind);
 extern const char *zk_kind_verb(ZkKind kind);
 extern const char *zk_kind_suffix(ZkKind kind);
 
+/* What a waiting process shows in pg_stat_activity (wait_events.c). */
+typedef enum ZkWaitEvent
+{
+	ZK_WAIT_LOCK = 0,
+	ZK_WAIT_READ,
+	ZK_WAIT_WRITE,
+	ZK_WAIT_SEMAPHORE,
+	ZK_WAIT_BARRIER,
+	ZK_WAIT_DOUBLE_BARRIER,
+	ZK_WAIT_JOB_CLAIM,
+	ZK_WAIT_REVOKE,
+	ZK_WAIT_LIST,
+	ZK_WAIT_SHARED_COUNT,
+	ZK_WAIT_RELEASE,			/* a release waiting for its deletes */
+	ZK_WAIT_WORKER,				/* the worker's loop */
+	ZK_NUM_WAIT_EVENTS
+} ZkWaitEvent;
+
+/* wait_events.c */
+extern void zk_register_wait_events(void);
+extern uint32 zk_wait_event(ZkWaitEvent which);
+extern ZkWaitEvent zk_kind_wait_event(ZkKind kind);
+
 /* naming.c */
 extern void zk_check_name(const char *name, const char *what);
 extern bool zk_check_root(char **newval, void **extra, GucSource source);
 extern bool zk_check_groups(char **newval, void **extra, GucSource source);
+extern bool zk_check_patterns(char **newval, void **extra, GucSource source);
 
 /* paths.c */
 extern int	zk_path(char *buf, size_t size, const char *name, const char *suffix);

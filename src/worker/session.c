@@ -1111,7 +1111,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	}
 	wait_set_prepare(fd, sock_events);
 	nev = WaitEventSetWait(wait_set, timeout, occurred, lengthof(occurred),
-						   PG_WAIT_EXTENSION);
+						   zk_wait_event(ZK_WAIT_WORKER));
 	for (int i = 0; i < nev; i++)
 	{
 		if (occurred[i].events & WL_SOCKET_READABLE)

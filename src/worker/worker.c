@@ -79,6 +79,7 @@ zk_worker_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	zk_register_wait_events();
 
 	/* takes over (as lost) what a previous incarnation left */
 	zk_engine_init();
