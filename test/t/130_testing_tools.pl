@@ -91,12 +91,17 @@ my @make = map { $_->[1] } grep { $_->[0] eq 'make' } @blocks;
 is(scalar @make, 1, 'docs/testing.md has one Makefile');
 is($make[0], slurp_file("$EXAMPLE/Makefile"), "the page's Makefile is examples/nightly_jobs/Makefile");
 
+my @sql = map { $_->[1] } grep { $_->[0] eq 'sql' } @blocks;
+is(scalar @sql, 1, 'the page has one SQL block');
+ok(index(slurp_file("$EXAMPLE/sql/wait_connected.psql"), $sql[0] // 'none') >= 0,
+	"the page's wait for the worker is the example's");
+
 my $scripts = join '', map { slurp_file($_) } glob("$EXAMPLE/sql/*.sql");
 my @excerpts = map { $_->[1] } grep { $_->[0] eq '' } @blocks;
 ok(@excerpts >= 2, 'the page has psql excerpts');
 foreach my $line (map { split /\n/ } @excerpts)
 {
-	next if $line =~ /^-- \.\.\./;
+	next if $line eq '-- ...';
 	ok(index($scripts, "$line\n") >= 0, "the example's scripts have the page's line: $line");
 }
 

@@ -5,16 +5,8 @@ SELECT zk_job_claim('backup', '2026-11-28 03:00+00');
 \set VERBOSITY default
 SELECT nightly_run('backup', '2026-11-28 03:00+00');
 SELECT count(*) FROM nightly_runs WHERE slot = '2026-11-28 03:00+00';
--- ZooKeeper back: once connected, the retry runs the job
+-- ZooKeeper back: once connected again, the retry runs the job
 \! "$ZKLOCK_TEST_ZOOKEEPER" up
-DO $$
-BEGIN
-	FOR i IN 1..300 LOOP
-		EXIT WHEN (SELECT state FROM zk_status()) = 'connected';
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-END
-$$;
-SELECT state FROM zk_status();
+\i sql/wait_connected.psql
 SELECT nightly_run('backup', '2026-11-28 03:00+00');
 SELECT count(*) FROM nightly_runs WHERE slot = '2026-11-28 03:00+00';

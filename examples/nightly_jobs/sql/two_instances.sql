@@ -5,15 +5,7 @@ SELECT count(*) FROM nightly_runs;
 \getenv other_port ZKLOCK_TEST_PORT1
 \c postgres - 127.0.0.1 :other_port
 CREATE EXTENSION nightly_jobs CASCADE;
-DO $$
-BEGIN
-	FOR i IN 1..300 LOOP
-		EXIT WHEN (SELECT state FROM zk_status()) = 'connected';
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-END
-$$;
-SELECT state FROM zk_status();
+\i sql/wait_connected.psql
 SELECT nightly_run('backup', '2026-11-28 02:00+00');
 SELECT count(*) FROM nightly_runs;
 SELECT slot, state FROM zk_job_claims('backup');
