@@ -123,6 +123,10 @@ my $cfg = slurp_file("$base/a/zoo.cfg");
 like($cfg, qr/^forceSync=no$/m, 'fsync is off');
 like($cfg, qr/^tickTime=200$/m, 'the tick is 200 ms');
 
+# its directory is its own
+($rc, $out, $err) = zk('start', "$base/a", '--parent', $$);
+like($err, qr/\Q$base\E\/a is in use by another ZooKeeper/, 'a second start in the same directory is refused');
+
 # a port in use is refused, and nothing is left
 ($rc, $out, $err) = zk('start', "$base/b", '--port', $port, '--parent', $$);
 isnt($rc, 0, 'a second server on the same port fails');
