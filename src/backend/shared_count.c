@@ -23,6 +23,7 @@
 #include "utils/builtins.h"
 
 #include "backend/args.h"
+#include "backend/holdings.h"
 #include "shared/protocol.h"
 
 /*
@@ -98,6 +99,17 @@ zk_shared_count(PG_FUNCTION_ARGS)
 	values[0] = Int32GetDatum(result_value(result));
 	values[1] = Int32GetDatum(result_version(result));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * The value of a shared count that must be there: the size of a semaphore
+ * sized by it (holdings.c).  Nothing is created: an absent count fails with
+ * 22023, a node that is not a count with 22P02.
+ */
+int32
+zk_shared_count_value(const char *name)
+{
+	return result_value(count_request(ZK_KIND_COUNT_READ, name, 0, 0, 1));
 }
 
 /* zk_shared_count_set(name, count): set it; returns its new version. */

@@ -33,6 +33,11 @@
  *   TAG sem-acquire PATH MAX TIMEOUT_MS   InterProcessSemaphoreV2(PATH, MAX)
  *   TAG sem-acquire-qty PATH MAX QTY TIMEOUT_MS
  *                                         the same, .acquire(QTY): QTY leases
+ *   TAG sem-acquire-count PATH COUNT_PATH TIMEOUT_MS
+ *                                         InterProcessSemaphoreV2(PATH,
+ *                                         SharedCountReader): sized by the
+ *                                         SharedCount at COUNT_PATH (one per
+ *                                         path, started with seed 0)
  *   TAG sem-release                       return the tag's lease(s)
  *   TAG semmutex-acquire PATH TIMEOUT_MS  InterProcessSemaphoreMutex(PATH)
  *   TAG semmutex-release
@@ -115,6 +120,8 @@ public class CuratorDriver
 		new java.util.concurrent.ConcurrentHashMap<>();
 	private static final Map<String, VersionedValue<Integer>> countsRead =
 		new java.util.concurrent.ConcurrentHashMap<>();
+	/* the SharedCounts that size semaphores, by path */
+	private static final Map<String, SharedCount> sizes = new HashMap<>();
 	/* revocation requests heard, per tag */
 	private static final Map<String, java.util.concurrent.atomic.AtomicInteger> revoked =
 		new java.util.concurrent.ConcurrentHashMap<>();
@@ -134,6 +141,20 @@ public class CuratorDriver
 			return true;
 		}
 		return lock.acquire(ms, TimeUnit.MILLISECONDS);
+	}
+
+	/* the started SharedCount of path, for sem-acquire-count */
+	private static synchronized SharedCount size(String path) throws Exception
+	{
+		SharedCount c = sizes.get(path);
+
+		if (c == null)
+		{
+			c = new SharedCount(client, path, 0);
+			c.start();
+			sizes.put(path, c);
+		}
+		return c;
 	}
 
 	private static String run(String tag, String[] w) throws Exception
@@ -228,6 +249,17 @@ public class CuratorDriver
 				if (got == null)
 					return "timeout";
 				leases.put(tag, got);
+				return "ok";
+			}
+			case "sem-acquire-count":
+			{
+				InterProcessSemaphoreV2 s =
+					new InterProcessSemaphoreV2(client, w[2], size(w[3]));
+				long ms = Long.parseLong(w[4]);
+				Lease lease = ms < 0 ? s.acquire() : s.acquire(ms, TimeUnit.MILLISECONDS);
+				if (lease == null)
+					return "timeout";
+				leases.put(tag, Collections.singletonList(lease));
 				return "ok";
 			}
 			case "sem-release":
@@ -418,6 +450,8 @@ public class CuratorDriver
 		for (LeaderLatch l : latches.values())
 			l.close();
 		for (SharedCount c : counts.values())
+			c.close();
+		for (SharedCount c : sizes.values())
 			c.close();
 		for (ExecutorService t : threads.values())
 			t.shutdownNow();
