@@ -9,7 +9,9 @@
 #      the leases held and admits nobody new until they are under it;
 #    - with Curator on the same paths: leases of both never exceed the
 #      count, a count raised by Curator's SharedCount admits a zklock
-#      waiter and one raised by zklock a Curator waiter;
+#      waiter and one raised by zklock a Curator waiter; Kazoo's Counter
+#      (support_curator=True) raises it too (Kazoo's Semaphore has no
+#      count-sized form);
 #    - a count that is absent or not 4 bytes fails (22023, 22P02 naming
 #      the node) before anything is created; one deleted or spoiled while a
 #      lease waits fails that lease and leaves no node of it, the leases
@@ -45,6 +47,7 @@ my $pa = ZkLockTest::pg_node('semc_a', $proxy->hosts,
 	'zklock.session_timeout' => 8000);
 my $pb = ZkLockTest::pg_node('semc_b', $zk, 'zklock.connect_timeout' => 1500);
 my $curator = ZkInterop::curator($zk);
+my $kazoo = ZkInterop::kazoo($zk);
 
 my ($sa1, $sa2) = map { ZkLockTest::Session->new($pa) } 1 .. 2;
 my ($sb1, $sb2) = map { ZkLockTest::Session->new($pb) } 1 .. 2;
@@ -186,6 +189,17 @@ is($sb2->query_ok("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size', 
 is($curator->ask($_ => 'sem-release'), 'ok', "Curator's $_ releases") foreach qw(c2 c3);
 is(leases_become('sem/jobs', 0), 0, 'no lease node left');
 
+note 'Kazoo\'s Counter (support_curator=True) raises the count too';
+set_count('sem/size', 1);
+is($sa1->query_ok("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size')"),
+	't', 'a holds the one lease');
+$sb1->send("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size')");
+waits($pb, $sb1, 'sem/jobs', 'sem/size', 2, 'b waits');
+is($kazoo->ask(k1 => 'counter-add /zklock/sem/size 1'), 'ok 1 2', 'Kazoo adds 1');
+($out, $err) = $sb1->result;
+is("$out$err", 't', 'b gets its lease');
+$_->query_ok("SELECT zk_semaphore_release('sem/jobs')") foreach ($sa1, $sb1);
+
 # ===========================================================================
 note '3. a count that is not there, or not a count';
 
@@ -267,4 +281,5 @@ is($sb1->query_ok("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/lost-si
 is(leases_become('sem/jobs', 1), 1, 'one lease node: nothing was left behind');
 
 $curator->quit;
+$kazoo->quit;
 done_testing();

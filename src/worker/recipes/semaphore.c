@@ -69,17 +69,12 @@ lease_precheck(ZkPart *p, const ZkResult *r)
 	return p->extra == NULL;
 }
 
-/* Read the shared count, with the side watch. */
+/* Read the shared count, with the side watch (precheck said there is one). */
 static void
 lease_begin(ZkPart *p)
 {
 	char		path[ZK_PATH_MAX];
 
-	if (p->extra == NULL)
-	{
-		p->checked = true;
-		return;
-	}
 	zk_path(path, sizeof(path), p->extra, "");
 	zk_call_get_side(p, T_COUNT, path);
 }
