@@ -143,6 +143,17 @@ public class CuratorDriver
 		return lock.acquire(ms, TimeUnit.MILLISECONDS);
 	}
 
+	/* one lease of s for tag, with TIMEOUT_MS semantics */
+	private static String acquireLease(String tag, InterProcessSemaphoreV2 s, long ms) throws Exception
+	{
+		Lease lease = ms < 0 ? s.acquire() : s.acquire(ms, TimeUnit.MILLISECONDS);
+
+		if (lease == null)
+			return "timeout";
+		leases.put(tag, Collections.singletonList(lease));
+		return "ok";
+	}
+
 	/* the started SharedCount of path, for sem-acquire-count */
 	private static synchronized SharedCount size(String path) throws Exception
 	{
@@ -228,16 +239,9 @@ public class CuratorDriver
 				return "ok";
 			}
 			case "sem-acquire":
-			{
-				InterProcessSemaphoreV2 s =
-					new InterProcessSemaphoreV2(client, w[2], Integer.parseInt(w[3]));
-				long ms = Long.parseLong(w[4]);
-				Lease lease = ms < 0 ? s.acquire() : s.acquire(ms, TimeUnit.MILLISECONDS);
-				if (lease == null)
-					return "timeout";
-				leases.put(tag, Collections.singletonList(lease));
-				return "ok";
-			}
+				return acquireLease(tag,
+									new InterProcessSemaphoreV2(client, w[2], Integer.parseInt(w[3])),
+									Long.parseLong(w[4]));
 			case "sem-acquire-qty":
 			{
 				InterProcessSemaphoreV2 s =
@@ -252,16 +256,9 @@ public class CuratorDriver
 				return "ok";
 			}
 			case "sem-acquire-count":
-			{
-				InterProcessSemaphoreV2 s =
-					new InterProcessSemaphoreV2(client, w[2], size(w[3]));
-				long ms = Long.parseLong(w[4]);
-				Lease lease = ms < 0 ? s.acquire() : s.acquire(ms, TimeUnit.MILLISECONDS);
-				if (lease == null)
-					return "timeout";
-				leases.put(tag, Collections.singletonList(lease));
-				return "ok";
-			}
+				return acquireLease(tag,
+									new InterProcessSemaphoreV2(client, w[2], size(w[3])),
+									Long.parseLong(w[4]));
 			case "sem-release":
 			{
 				Collection<Lease> got = leases.remove(tag);

@@ -91,6 +91,17 @@ sub waits
 	return;
 }
 
+# A count of 1: a's session holds the lease, b's waits for one.
+sub one_held_one_waits
+{
+	set_count('sem/size', 1);
+	is($sa1->query_ok("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size')"),
+		't', 'a holds the one lease of a count of 1');
+	$sb1->send("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size')");
+	waits($pb, $sb1, 'sem/jobs', 'sem/size', 2, 'b waits');
+	return;
+}
+
 # ===========================================================================
 note '1. zklock on two instances: the count is the size';
 
@@ -190,11 +201,7 @@ is($curator->ask($_ => 'sem-release'), 'ok', "Curator's $_ releases") foreach qw
 is(leases_become('sem/jobs', 0), 0, 'no lease node left');
 
 note 'Kazoo\'s Counter (support_curator=True) raises the count too';
-set_count('sem/size', 1);
-is($sa1->query_ok("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size')"),
-	't', 'a holds the one lease');
-$sb1->send("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size')");
-waits($pb, $sb1, 'sem/jobs', 'sem/size', 2, 'b waits');
+one_held_one_waits();
 is($kazoo->ask(k1 => 'counter-add /zklock/sem/size 1'), 'ok 1 2', 'Kazoo adds 1');
 ($out, $err) = $sb1->result;
 is("$out$err", 't', 'b gets its lease');
@@ -218,11 +225,7 @@ like($err, qr{Node "/zklock/sem/three" holds 3 bytes}, '... naming the node');
 ok(!zk_exists($zk, '/zklock/sem/other'), 'nothing of the semaphore was created');
 
 note 'the count deleted, or spoiled, while a lease waits';
-set_count('sem/size', 1);
-is($sa1->query_ok("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size')"),
-	't', 'a holds the one lease');
-$sb1->send("SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/size')");
-waits($pb, $sb1, 'sem/jobs', 'sem/size', 2, 'b waits');
+one_held_one_waits();
 ZkLockTest::zk_python($zk, q{zk.delete('/zklock/sem/size')});
 ($out, $err) = $sb1->result;
 is(sqlstate($err), '22023', 'the count deleted: the waiter fails with 22023');
