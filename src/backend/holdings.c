@@ -843,7 +843,14 @@ zk_hold_acquire_leases(const char *name, const char *count, bool xact,
 	if (!xact)
 		zk_check_session_scope("semaphore", name, instead);
 	if (count != NULL)
-		max_leases = zk_shared_count_value(count);
+	{
+		/* read first, within the call's time */
+		TimestampTz deadline = zk_deadline(timeout_ms);
+
+		max_leases = zk_shared_count_value(count, deadline);
+		if (deadline != 0)
+			timeout_ms = Max(1, (deadline - GetCurrentTimestamp()) / 1000);
+	}
 	ok = hold_acquire(ZK_KIND_SEMAPHORE, name, count, xact, timeout_ms,
 					  max_leases, qty, 0, 0);
 	zk_await_released(true);	/* what a failed attempt gave up */

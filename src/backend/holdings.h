@@ -24,7 +24,7 @@ extern bool zk_hold_acquire_leases(const char *name, const char *count,
 								   int32 max_leases, int32 qty,
 								   const char *instead);
 /* a shared count's value, failing when absent (shared_count.c) */
-extern int32 zk_shared_count_value(const char *name);
+extern int32 zk_shared_count_value(const char *name, TimestampTz deadline);
 extern bool zk_hold_acquire_all(char **names, int n, bool xact,
 								int64 timeout_ms);
 extern bool zk_hold_release(ZkKind kind, const char *name);

@@ -103,13 +103,30 @@ zk_shared_count(PG_FUNCTION_ARGS)
 
 /*
  * The value of a shared count that must be there: the size of a semaphore
- * sized by it (holdings.c).  Nothing is created: an absent count fails with
- * 22023, a node that is not a count with 22P02.
+ * sized by it (holdings.c), read by the deadline of the acquiring call (0:
+ * none) so that it keeps to the outage contract: without an answer, 08001
+ * by then (zk_wait).  Nothing is created: an absent count fails with 22023,
+ * a node that is not a count with 22P02.
  */
 int32
-zk_shared_count_value(const char *name)
+zk_shared_count_value(const char *name, TimestampTz deadline)
 {
-	return result_value(count_request(ZK_KIND_COUNT_READ, name, 0, 0, 1));
+	ZkRequest	req = {0};
+	uint32		generation;
+	int			id;
+	int64		result;
+
+	req.kind = ZK_KIND_COUNT_READ;
+	req.name = name;
+	req.targ = 1;				/* not created when absent */
+	id = zk_request(&req, &generation);
+	/* a read starts over in a new session, and is never "not granted" */
+	if (zk_wait(id, generation, deadline) != ZKE_DONE)
+		elog(ERROR, "zklock read of shared count \"%s\" ended without an answer",
+			 name);
+	result = zk_entry_result(id, generation);
+	zk_give_up(id, generation);
+	return result_value(result);
 }
 
 /* zk_shared_count_set(name, count): set it; returns its new version. */

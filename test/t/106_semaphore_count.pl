@@ -18,7 +18,7 @@
 #      held stay;
 #    - a lost reply to the read of the count (the fault proxy): read again
 #      after reconnecting, granted once;
-#    - ZooKeeper stopped: 08001.
+#    - ZooKeeper stopped: 08001, within min(timeout_ms, connect_timeout).
 #
 #    "Waits" is established positively: the session waits in zklock
 #    (pg_stat_activity), its lease node is there and its instance's
@@ -33,6 +33,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 
 use ZkLockTest;
 use ZkLockTest::Session qw(poll_until sqlstate children_become);
@@ -273,9 +274,13 @@ $zk->stop_node(1);
 ($out, $err) = $sb1->query(
 	"SELECT zk_semaphore_acquire_by_count('sem/jobs', 'sem/lost-size', 0)");
 is(sqlstate($err), '08001', 'an acquire fails with 08001');
+my $t0 = Time::HiRes::time();
 ($out, $err) = $sb1->query(
-	"SELECT zk_semaphore_acquire_leases_by_count('sem/jobs', 'sem/lost-size', 1, 1000)");
-is(sqlstate($err), '08001', 'so does one of several leases');
+	"SELECT zk_semaphore_acquire_leases_by_count('sem/jobs', 'sem/lost-size', 1, 200)");
+my $took = Time::HiRes::time() - $t0;
+is(sqlstate($err), '08001', 'so does one of several leases with timeout_ms 200');
+# the outage contract: min(timeout_ms, zklock.connect_timeout (1500 ms))
+cmp_ok($took, '<', 1.2, "... by its timeout_ms, not connect_timeout (${took}s)");
 ZkFault::zk_restart_node($zk, 1);
 ok(poll_status($pb, sub { $_[0]{state} eq 'connected' }, timeout => 30),
 	'b is connected again');
