@@ -9,7 +9,12 @@
 #    - after every ending of a waiter (timeout, cancel, count deleted,
 #      count spoiled under several leases, grant) nothing is left: no lease
 #      node, no entry-mutex node, no watch of the instance on the count,
-#      and zk_stats' watches gauge back where it was.
+#      and zk_stats' watches gauge back where it was;
+#    - a semaphore sized by a NUMBER whose first listing's reply is lost
+#      (the fault proxy) after its lease node was created: the lease's
+#      driver now has a check (begin), which the engine runs again after
+#      reconnecting, and which must not take a number-sized lease for a
+#      count-sized one.
 
 use strict;
 use warnings;
@@ -215,5 +220,22 @@ ok(count_unwatched($pb, 'r/c2'), 'granted: b no longer watches the count');
 is(gauge_becomes($sb1, $base), $base, 'granted: the watches gauge is back');
 $sb1->query_ok("SELECT zk_semaphore_release('r/s2')");
 nothing_left('r/s2', 0, 'released');
+
+# ===========================================================================
+note '4. a number-sized lease whose first listing is answered after a reconnect';
+
+$reconnects = zk_status_of($pa)->{reconnects};
+$proxy->withhold('getChildren', '/zklock/r/n/leases');
+$sa1->send("SELECT zk_semaphore_acquire('r/n', 2, 60000)");
+ok($proxy->wait_fired, 'the reply to the lease\'s first listing was lost');
+ok( poll_status(
+		$pa,
+		sub { $_[0]{state} eq 'connected' && $_[0]{reconnects} > $reconnects },
+		timeout => 30),
+	'a reconnects in its session');
+($out, $err) = $sa1->result(timeout => 60);
+is("$out$err", 't', 'the number-sized lease of a free semaphore is granted');
+$sa1->query_ok("SELECT zk_semaphore_release('r/n')") if $out eq 't';
+nothing_left('r/n', 0, 'number-sized, released');
 
 done_testing();
