@@ -238,4 +238,19 @@ is("$out$err", 't', 'the number-sized lease of a free semaphore is granted');
 $sa1->query_ok("SELECT zk_semaphore_release('r/n')") if $out eq 't';
 nothing_left('r/n', 0, 'number-sized, released');
 
+note 'a number-sized lease whose create\'s reply is lost';
+$reconnects = zk_status_of($pa)->{reconnects};
+$proxy->withhold('create2', '/zklock/r/n2/leases');
+$sa1->send("SELECT zk_semaphore_acquire('r/n2', 2, 60000)");
+ok($proxy->wait_fired, 'the reply to the lease\'s create was lost');
+ok( poll_status(
+		$pa,
+		sub { $_[0]{state} eq 'connected' && $_[0]{reconnects} > $reconnects },
+		timeout => 30),
+	'a reconnects in its session');
+($out, $err) = $sa1->result(timeout => 60);
+is("$out$err", 't', 'the lease, found again, is granted');
+$sa1->query_ok("SELECT zk_semaphore_release('r/n2')") if $out eq 't';
+nothing_left('r/n2', 0, 'lost create, released');
+
 done_testing();
