@@ -797,8 +797,8 @@ advance(ZkPart *p)
 			own_watch(p);		/* a holder's, if it has none */
 			if (!p->checked)
 				d->begin(p);	/* the driver's check, again */
-			else if (p->need_eval)
-				seq_list(p);
+			if (p->checked && p->need_eval)
+				seq_list(p);	/* (a check may need no call) */
 			break;
 		case NODE_CREATING:
 		case NODE_DELETING:

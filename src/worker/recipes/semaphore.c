@@ -69,12 +69,22 @@ lease_precheck(ZkPart *p, const ZkResult *r)
 	return p->extra == NULL;
 }
 
-/* Read the shared count, with the side watch (precheck said there is one). */
+/*
+ * Read the shared count, with the side watch.  The engine also runs the
+ * check again after a reconnect or a lost create's reply (advance), before
+ * any listing said whether one is needed: a lease of a fixed max_leases
+ * needs none.
+ */
 static void
 lease_begin(ZkPart *p)
 {
 	char		path[ZK_PATH_MAX];
 
+	if (p->extra == NULL)
+	{
+		p->checked = true;
+		return;
+	}
 	zk_path(path, sizeof(path), p->extra, "");
 	zk_call_get_side(p, T_COUNT, path);
 }
