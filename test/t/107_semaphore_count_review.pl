@@ -6,10 +6,10 @@
 #      waits: the worker dropped the client's watches, so the waiter must
 #      watch the count again (wchp) and a raised count must admit it;
 #    - the session lost while a lease waits: the same in the new session;
-#    - after every ending of a waiter (timeout, cancel, count deleted,
-#      count spoiled under several leases, grant) nothing is left: no lease
-#      node, no entry-mutex node, no watch of the instance on the count,
-#      and zk_stats' watches gauge back where it was;
+#    - after every ending of a waiter (timeout, cancel, backend exit, count
+#      deleted or spoiled under several leases, grant) nothing is left: no
+#      lease node, no entry-mutex node, no watch of the instance on the
+#      count, and zk_stats' watches gauge back where it was;
 #    - a semaphore sized by a NUMBER whose first listing's reply is lost
 #      (the fault proxy) after its lease node was created: the lease's
 #      driver now has a check (begin), which the engine runs again after
@@ -178,6 +178,17 @@ is(sqlstate($err), '57014', 'cancelled');
 nothing_left('r/s2', 0, 'cancelled');
 ok(count_unwatched($pb, 'r/c2'), 'cancelled: b no longer watches the count');
 is(gauge_becomes($sb1, $base), $base, 'cancelled: the watches gauge is back');
+
+note 'backend exit';
+$sb1->send("SELECT zk_semaphore_acquire_by_count('r/s2', 'r/c2')");
+waits($pb, $sb1, 'r/s2', 'r/c2', 1, 'b waits');
+$sb2->query_ok("SELECT pg_terminate_backend(" . $sb1->pid . ")");
+($out, $err) = $sb1->result;
+like($err, qr/terminat/, 'its backend was terminated');
+$sb1 = ZkLockTest::Session->new($pb);
+nothing_left('r/s2', 0, 'backend exit');
+ok(count_unwatched($pb, 'r/c2'), 'backend exit: b no longer watches the count');
+is(gauge_becomes($sb1, $base), $base, 'backend exit: the watches gauge is back');
 
 note 'the count deleted while two leases of one call wait';
 set_count('r/c2', 1);
