@@ -54,7 +54,7 @@ OBJS = \
 EXTENSION = zklock
 # Every install script (sql/zklock--V.sql) and upgrade script
 # (sql/zklock--OLD--NEW.sql); zklock.control names the default version.
-# 1.3, 1.4 and 1.5 have no install script of their own: CREATE EXTENSION
+# 1.3 to 1.6 have no install script of their own: CREATE EXTENSION
 # installs 1.2 and updates it (see sql/zklock--1.2--1.3.sql).
 DATA = \
 	sql/zklock--1.0.sql \
@@ -64,7 +64,8 @@ DATA = \
 	sql/zklock--1.1--1.2.sql \
 	sql/zklock--1.2--1.3.sql \
 	sql/zklock--1.3--1.4.sql \
-	sql/zklock--1.4--1.5.sql
+	sql/zklock--1.4--1.5.sql \
+	sql/zklock--1.5--1.6.sql
 # For the tests of code that calls zklock (docs/testing.md): the throwaway
 # ZooKeeper, into pg_config --bindir, and the PGXS fragment that runs
 # pg_regress with it, into pg_config --sharedir/extension.

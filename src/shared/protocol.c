@@ -306,6 +306,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 	e->connect_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
 	strlcpy(e->app, application_name ? application_name : "", sizeof(e->app));
 	strlcpy(e->name, req->name, sizeof(e->name));
+	strlcpy(e->count, req->count ? req->count : "", sizeof(e->count));
 	e->ask = ZK_ASK_NONE;
 	e->ask_state = ZK_ASK_IDLE;
 	e->token = 0;

@@ -122,6 +122,8 @@ typedef struct ZkEntry
 	TimestampTz connect_deadline;	/* fail if no session by then */
 	char		app[NAMEDATALEN];	/* application_name, for node data */
 	char		name[ZK_NAME_MAX + 1];
+	char		count[ZK_NAME_MAX + 1]; /* a semaphore lease: the shared count
+										 * that sizes it, or "" */
 
 	/* the owner's asks on a held entry */
 	ZkAsk		ask;
@@ -250,6 +252,8 @@ typedef struct ZkRequest
 {
 	ZkKind		kind;
 	const char *name;
+	const char *count;			/* a semaphore lease: the shared count that
+								 * sizes it, or NULL */
 	int			flags;
 	int32		arg;
 	TimestampTz targ;
