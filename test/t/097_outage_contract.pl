@@ -7,7 +7,8 @@
 #        zklock.connect_timeout);
 #      * ZooKeeper stops answering (paused) before the call is queued:
 #        its timeout_ms, or max(zklock.connect_timeout, 2/3 of the session
-#        timeout) without one;
+#        timeout) + 1 s without one (docs/failures.md: the second is the
+#        worker's turn on a loaded host, and no more);
 #      * a waiter queued when ZooKeeper goes: it waits on; without a timeout
 #        it is queued again once the session is given up (at most the
 #        session timeout after the outage began) and fails connect_timeout
@@ -151,9 +152,10 @@ cmp_ok($secs, '<', 0.3 + $S / 2 + $slack,
 	'paused: ... at its timeout, plus at most half the session timeout');
 ($out, $err, $secs) = timed($a, "SELECT zk_lock_try('oc/free3')");
 is(sqlstate($err), '08001', 'paused: zk_lock_try fails with 08001');
-my $bound = ($T > 2 * $S / 3 ? $T : 2 * $S / 3);
-cmp_ok($secs, '<', $bound + $slack,
-	"paused: ... within max(connect_timeout, 2/3 session timeout) ($bound s)");
+# the bound as docs/failures.md states it, without the test's slack
+my $bound = ($T > 2 * $S / 3 ? $T : 2 * $S / 3) + 1;
+cmp_ok($secs, '<', $bound,
+	"paused: ... within max(connect_timeout, 2/3 session timeout) + 1 s ($bound s)");
 note sprintf('paused: zk_lock_try failed after %.1f s', $secs);
 $zk->resume_node(1);
 
