@@ -164,4 +164,19 @@ ok(poll_status($a, sub { $_[0]{state} eq 'connected' }, timeout => 30),
 ($out, $err) = $a->query("SELECT zk_lock_try('oc/free')");
 is($out, 't', 'locks work again');
 
+# ---------------------------------------------------------------------------
+note 'ZooKeeper paused, a zk_lock_try the first call after it';
+# The session looks alive: the call's create waits until the client library
+# gives the server up, 2/3 S after its last answer (past T here), and the
+# worker's turn comes on top: the bound is max(T, 2/3 S) + 1 s.
+$zk->pause_node(1);
+($out, $err, $secs) = timed($a, "SELECT zk_lock_try('oc/free4')");
+is(sqlstate($err), '08001', 'paused, first call: zk_lock_try fails with 08001');
+cmp_ok($secs, '<', $bound,
+	"paused, first call: ... within max(connect_timeout, 2/3 session timeout) + 1 s ($bound s)");
+note sprintf('paused, first call: zk_lock_try failed after %.1f s', $secs);
+$zk->resume_node(1);
+ok(poll_status($a, sub { $_[0]{state} eq 'connected' }, timeout => 30),
+	'A is connected again after the second pause');
+
 done_testing();
