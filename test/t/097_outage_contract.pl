@@ -7,8 +7,9 @@
 #        zklock.connect_timeout);
 #      * ZooKeeper stops answering (paused) before the call is queued:
 #        its timeout_ms, or max(zklock.connect_timeout, 2/3 of the session
-#        timeout) + 1 s without one (docs/failures.md: the second is the
-#        worker's turn on a loaded host, and no more);
+#        timeout) + 1.5 s without one (docs/failures.md: the worker gives
+#        a sent request up 0.3 to 0.9 s after the client gives the server
+#        up);
 #      * a waiter queued when ZooKeeper goes: it waits on; without a timeout
 #        it is queued again once the session is given up (at most the
 #        session timeout after the outage began) and fails connect_timeout
@@ -153,9 +154,9 @@ cmp_ok($secs, '<', 0.3 + $S / 2 + $slack,
 ($out, $err, $secs) = timed($a, "SELECT zk_lock_try('oc/free3')");
 is(sqlstate($err), '08001', 'paused: zk_lock_try fails with 08001');
 # the bound as docs/failures.md states it, without the test's slack
-my $bound = ($T > 2 * $S / 3 ? $T : 2 * $S / 3) + 1;
+my $bound = ($T > 2 * $S / 3 ? $T : 2 * $S / 3) + 1.5;
 cmp_ok($secs, '<', $bound,
-	"paused: ... within max(connect_timeout, 2/3 session timeout) + 1 s ($bound s)");
+	"paused: ... within max(connect_timeout, 2/3 session timeout) + 1.5 s ($bound s)");
 note sprintf('paused: zk_lock_try failed after %.1f s', $secs);
 $zk->resume_node(1);
 
@@ -168,12 +169,13 @@ is($out, 't', 'locks work again');
 note 'ZooKeeper paused, a zk_lock_try the first call after it';
 # The session looks alive: the call's create waits until the client library
 # gives the server up, 2/3 S after its last answer (past T here), and the
-# worker's turn comes on top: the bound is max(T, 2/3 S) + 1 s.
+# worker gives the request up after that: the bound is max(T, 2/3 S) +
+# 1.5 s.
 $zk->pause_node(1);
 ($out, $err, $secs) = timed($a, "SELECT zk_lock_try('oc/free4')");
 is(sqlstate($err), '08001', 'paused, first call: zk_lock_try fails with 08001');
 cmp_ok($secs, '<', $bound,
-	"paused, first call: ... within max(connect_timeout, 2/3 session timeout) + 1 s ($bound s)");
+	"paused, first call: ... within max(connect_timeout, 2/3 session timeout) + 1.5 s ($bound s)");
 note sprintf('paused, first call: zk_lock_try failed after %.1f s', $secs);
 $zk->resume_node(1);
 ok(poll_status($a, sub { $_[0]{state} eq 'connected' }, timeout => 30),
