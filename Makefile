@@ -153,16 +153,19 @@ dist:
 	@echo "wrote $(DIST_ZIP)"
 
 # Debian packages (debian/, pg_buildext): dpkg-buildpackage -b in a copy of
-# the tree (the files git knows, committed or not; outside git, such as
-# an unpacked `make dist`, every file) in deb/src, so that the
-# packages land in deb/.  debian/control is made anew from
+# the tree (in a git checkout the files git knows, committed or not; in a
+# release tree from make dist every file but deb/ and build products) in
+# deb/src, so that the packages land in deb/.  debian/control is made anew from
 # debian/control.in for the PostgreSQL versions installed here.
 .PHONY: deb
 deb:
 	rm -rf $(CURDIR)/deb
 	mkdir -p $(CURDIR)/deb/src
-	cd $(srcdir) && { git ls-files -z --cached --others --exclude-standard 2> /dev/null || \
-		find . -path ./deb -prune -o -path ./.git -prune -o ! -type d -print0; } | \
-		tar --null --ignore-failed-read -T - -cf - | tar -C $(CURDIR)/deb/src -xf -
+	cd $(srcdir) && if [ -e .git ]; then \
+		git ls-files -z --cached --others --exclude-standard; \
+	else \
+		find . -path ./deb -prune -o \( -type f -o -type l \) \
+			! -name '*.o' ! -name '*.so' ! -name '*.bc' -print0; \
+	fi | tar --null --ignore-failed-read -T - -cf - | tar -C $(CURDIR)/deb/src -xf -
 	cd $(CURDIR)/deb/src && PG_UPDATECONTROL=yes dpkg-buildpackage -us -uc -b
 	@ls $(CURDIR)/deb/*.deb
