@@ -36,6 +36,7 @@ char	   *zklock_leader_groups = NULL;
 int			zklock_claim_retention = 7 * 24 * 3600;
 bool		zklock_session_locks = true;
 char	   *zklock_allowed_names = NULL;
+bool		zklock_trace_hops = false;
 
 /* Define the zklock.* settings (from _PG_init). */
 void
@@ -169,5 +170,13 @@ zk_define_settings(void)
 							   PGC_SUSET,
 							   GUC_LIST_INPUT,
 							   zk_check_patterns, NULL, NULL);
+	DefineCustomBoolVariable("zklock.trace_hops",
+							 "Logs where the time of each request and release of the session went, step by step.",
+							 "One LOG line per hop with the microseconds between its steps (see docs/benchmark.md); for benchmarks, not for production.",
+							 &zklock_trace_hops,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("zklock");
 }

@@ -20,6 +20,52 @@
 
 #include "shared/protocol.h"
 
+/*
+ * Traced hops (zklock.trace_hops, see ZkHopStep): once the worker has seen
+ * a traced request it stamps the times of every turn (zk_hop_turn: two or
+ * three readings of the monotonic clock a turn); until then, nothing.
+ */
+bool		zk_hop_tracing = false;
+ZkHopTurn	zk_hop_turn;
+
+/*
+ * A traced entry's outcome: the replies of this turn decided it, unless
+ * it was decided without ZooKeeper (a local hand-off) in the turn that
+ * took it; and its latch is about to be set.  Lock held.
+ */
+static void
+zk_hop_decided(ZkEntry *e)
+{
+	if (likely(!e->trace))
+		return;
+	if (zk_hop_turn.read > e->hop[ZK_HOP_TAKEN] && e->hop[ZK_HOP_TAKEN] != 0)
+		e->hop[ZK_HOP_READ] = zk_hop_turn.read;
+	e->hop[ZK_HOP_LATCH_SET] = zk_mono_now();
+}
+
+/*
+ * The turn that took the entries ids[0..n-1] has handed its calls to the
+ * client and pushed them out of the socket (at "written"): stamp the
+ * traced ones not decided yet.
+ */
+void
+zk_hop_sent(const int *ids, int n, int64 written)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n; i++)
+	{
+		ZkEntry    *e = ZK_ENTRY(ids[i]);
+
+		if (e->trace && e->hop[ZK_HOP_TAKEN] != 0 &&
+			e->hop[ZK_HOP_LATCH_SET] == 0 && e->hop[ZK_HOP_HANDED] == 0)
+		{
+			e->hop[ZK_HOP_HANDED] = zk_hop_turn.handed;
+			e->hop[ZK_HOP_WRITTEN] = written;
+		}
+	}
+	LWLockRelease(zk_shared->lock);
+}
+
 /* Take up to max ids off the worker queue.  Returns how many. */
 int
 zk_take_queue(int *ids, int max)
@@ -39,6 +85,12 @@ zk_take_queue(int *ids, int max)
 			if (now == 0)
 				now = GetCurrentTimestamp();
 			e->taken_at = now;
+		}
+		if (unlikely(e->trace) && e->hop[ZK_HOP_TAKEN] == 0)
+		{
+			zk_hop_tracing = true;
+			e->hop[ZK_HOP_WORKER_WOKE] = zk_hop_turn.woke;
+			e->hop[ZK_HOP_TAKEN] = zk_mono_now();
 		}
 		ids[n++] = e - zk_shared->entries;
 	}
@@ -82,7 +134,10 @@ zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
 		va_end(ap);
 	}
 	if (state != ZKE_PENDING)
+	{
 		e->waiting_on[0] = '\0';
+		zk_hop_decided(e);
+	}
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	zk_wake(procno);
@@ -102,6 +157,7 @@ zk_set_grant(int id, int64 token, int64 session_id, const char *node)
 	e->granted_at = GetCurrentTimestamp();
 	strlcpy(e->node, node, sizeof(e->node));
 	e->waiting_on[0] = '\0';
+	zk_hop_decided(e);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
@@ -118,6 +174,7 @@ zk_set_result(int id, int64 result)
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	e->state = ZKE_DONE;
 	e->result = result;
+	zk_hop_decided(e);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	zk_wake(procno);
@@ -189,6 +246,7 @@ zk_set_rows(int id, StringInfo rows)
 	e->rows = handle;
 	e->result = n;
 	e->state = ZKE_DONE;
+	zk_hop_decided(e);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	zk_wake(procno);
@@ -285,6 +343,8 @@ zk_free_entry(int id)
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	procno = e->released ? e->owner_procno : -1;
+	if (procno >= 0)
+		zk_hop_decided(e);		/* the release's hop (the entry keeps it) */
 	if (e->queued)
 		dlist_delete(&e->link);
 	e->queued = false;

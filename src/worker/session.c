@@ -1112,6 +1112,8 @@ zk_session_wait(long timeout_ms, const char **why)
 	wait_set_prepare(fd, sock_events);
 	nev = WaitEventSetWait(wait_set, timeout, occurred, lengthof(occurred),
 						   zk_wait_event(ZK_WAIT_WORKER));
+	if (unlikely(zk_hop_tracing))
+		zk_hop_turn.woke = zk_mono_now();
 	for (int i = 0; i < nev; i++)
 	{
 		if (occurred[i].events & WL_SOCKET_READABLE)
@@ -1159,6 +1161,8 @@ zk_session_wait(long timeout_ms, const char **why)
 		}
 	}
 	RESUME_INTERRUPTS();
+	if (unlikely(zk_hop_tracing) && (io & ZOOKEEPER_READ))
+		zk_hop_turn.read = zk_mono_now();
 
 	/* act on what the callbacks noted */
 	if (auth_rc != ZOK)

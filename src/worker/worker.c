@@ -126,6 +126,8 @@ zk_worker_main(Datum arg)
 			zk_session_cork(true);
 		zk_engine_run(batch, n);
 		zk_session_cork(false);
+		if (unlikely(zk_hop_tracing) && n > 0)
+			zk_hop_sent(batch, n, zk_mono_now());
 		MemoryContextReset(zk_turn_context);
 	}
 }
