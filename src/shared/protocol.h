@@ -333,6 +333,7 @@ typedef struct ZkHopTurn
 extern bool zk_hop_tracing;
 extern ZkHopTurn zk_hop_turn;
 extern void zk_hop_sent(const int *ids, int n, int64 written);
+extern void zk_defer_wakes(bool on);
 extern int	zk_take_queue(int *ids, int max);
 extern void zk_set_outcome(int id, ZkEntryState state, int sqlerrcode,
 						   const char *fmt,...) pg_attribute_printf(4, 5);

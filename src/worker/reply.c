@@ -16,6 +16,7 @@
 
 #include "storage/dsm.h"
 #include "storage/proc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "shared/protocol.h"
@@ -105,11 +106,87 @@ zk_owner_locked(ZkEntry *e)
 	return e->released ? -1 : e->owner_procno;
 }
 
-static void
-zk_wake(int procno)
+/*
+ * The backends to wake when the worker's turn ends (zk_defer_wakes), in
+ * TopMemoryContext: room for two wakes per entry (an answer and the entry's
+ * end); a wake that finds no room is done at once.
+ */
+typedef struct ZkWake
 {
-	if (procno >= 0)
+	int			procno;
+	int			id;				/* the entry answered, for zk_hop_woken */
+	uint32		generation;
+} ZkWake;
+
+static ZkWake *deferred = NULL;
+static int	ndeferred = 0;
+static int	max_deferred = 0;
+static bool deferring = false;
+
+/* Wake the owner procno of entry e (none if procno < 0); lock not held. */
+static void
+zk_wake(int procno, ZkEntry *e)
+{
+	if (procno < 0)
+		return;
+	if (deferring && ndeferred < max_deferred)
+	{
+		deferred[ndeferred].procno = procno;
+		deferred[ndeferred].id = e - zk_shared->entries;
+		deferred[ndeferred].generation = e->generation;
+		ndeferred++;
+	}
+	else
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/* Traced hops woken at the end of a turn: their latch is set now. */
+static void
+zk_hop_woken(void)
+{
+	ZkMono		now = zk_mono_now();
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < ndeferred; i++)
+	{
+		ZkEntry    *e = ZK_ENTRY(deferred[i].id);
+
+		if (e->trace && e->generation == deferred[i].generation &&
+			e->hop[ZK_HOP_LATCH_SET] != 0)
+			e->hop[ZK_HOP_LATCH_SET] = now;
+	}
+	LWLockRelease(zk_shared->lock);
+}
+
+/*
+ * Wake the backends answered in a turn together when it ends (on), after
+ * its calls have left (off: wake them now).  Setting a backend's latch
+ * lets the scheduler run it at once, which on a machine with fewer cores
+ * than busy processes it often does, in the middle of the worker's turn:
+ * every other answer of the turn, and the requests the turn sends, then
+ * waited for it.  Waking them all at the end of the turn costs the first
+ * the rest of the turn, microseconds.  Only the worker loop defers; a
+ * backend's state is written before, so a later wake changes nothing but
+ * when it looks.
+ */
+void
+zk_defer_wakes(bool on)
+{
+	if (on && deferred == NULL)
+	{
+		max_deferred = 2 * zk_shared->num_entries;
+		deferred = MemoryContextAlloc(TopMemoryContext,
+									  sizeof(ZkWake) * max_deferred);
+	}
+	if (!on && ndeferred > 0)
+	{
+		if (unlikely(zk_hop_tracing))
+			zk_hop_woken();
+		for (int i = 0; i < ndeferred; i++)
+			SetLatch(&ProcGlobal->allProcs[deferred[i].procno].procLatch);
+		ndeferred = 0;
+	}
+	deferring = on;
 }
 
 /*
@@ -140,7 +217,7 @@ zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
 	}
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /* Grant an entry: its fencing token, the session and node it holds by. */
@@ -161,7 +238,7 @@ zk_set_grant(int id, int64 token, int64 session_id, const char *node)
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /* Finish a one-shot request with its answer. */
@@ -177,7 +254,7 @@ zk_set_result(int id, int64 result)
 	zk_hop_decided(e);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /* Append one row (ncols strings, NULL for SQL NULL) to a listing. */
@@ -249,7 +326,7 @@ zk_set_rows(int id, StringInfo rows)
 	zk_hop_decided(e);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /* Finish an ask of the owner on a held entry. */
@@ -272,7 +349,7 @@ zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode, const char *fmt,...
 	}
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /*
@@ -358,7 +435,7 @@ zk_free_entry(int id)
 	LWLockRelease(zk_shared->lock);
 	if (rows != 0)
 		dsm_unpin_segment(rows);
-	zk_wake(procno);
+	zk_wake(procno, e);
 	ConditionVariableBroadcast(&zk_shared->entry_freed);
 }
 

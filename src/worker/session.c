@@ -969,11 +969,13 @@ wait_set_prepare(int fd, uint32 sock_events)
  * TCP_NODELAY and sends a request's length and its body with a send() each,
  * so every request would leave as two TCP segments, each waking the server
  * (and, on loopback, costing the sender the receiver's side of the stack
- * too).  The worker corks the socket while the engine sends a turn's
- * requests and uncorks it at the end of the turn: they leave together, in
- * as few segments as their size allows.  Only the socket waited on in this
- * turn is corked, and only while connected; nothing between the wait and
- * the uncork opens a socket.
+ * too).  The engine corks the socket when it hands the first call of a
+ * turn to the client (engine/calls.c) and the worker uncorks it at the end
+ * of the turn: they leave together, in as few segments as their size
+ * allows, and a turn that sends nothing (the answer to a backend's request,
+ * say) costs no system call for it before the backend is woken.  Only the
+ * socket waited on in this turn is corked, and only while connected;
+ * nothing between the wait and the uncork opens a socket.
  */
 static int	corked_fd = -1;
 
