@@ -88,6 +88,14 @@ static int	ngiven_up = 0;
 static ZkMono hop_woke = 0;
 static ZkGivenUp hop_release = {-1, 0};
 
+/* A traced hop of entry e starts: it is queued now.  Lock held. */
+static void
+zk_hop_start(ZkEntry *e)
+{
+	memset(e->hop, 0, sizeof(e->hop));
+	e->hop[ZK_HOP_QUEUED] = zk_mono_now();
+}
+
 static void zk_sleep(long wait_ms, ZkKind kind);
 
 static Size
@@ -201,8 +209,7 @@ zk_release_locked(ZkEntry *e)
 	e->released = true;
 	if (unlikely(e->trace))
 	{
-		memset(e->hop, 0, sizeof(e->hop));
-		e->hop[ZK_HOP_QUEUED] = zk_mono_now();
+		zk_hop_start(e);
 		hop_release.id = e - zk_shared->entries;
 		hop_release.generation = e->generation;
 	}
@@ -337,10 +344,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 	e->xact_count = 0;
 	e->trace = zklock_trace_hops;
 	if (unlikely(e->trace))
-	{
-		memset(e->hop, 0, sizeof(e->hop));
-		e->hop[ZK_HOP_QUEUED] = zk_mono_now();
-	}
+		zk_hop_start(e);
 	*generation = e->generation;
 	zk_queue_locked(e);
 	LWLockRelease(zk_shared->lock);

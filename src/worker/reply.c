@@ -115,7 +115,6 @@ typedef struct ZkWake
 {
 	int			procno;
 	int			id;				/* the entry answered, for zk_hop_woken */
-	uint32		generation;
 } ZkWake;
 
 static ZkWake *deferred = NULL;
@@ -133,14 +132,17 @@ zk_wake(int procno, ZkEntry *e)
 	{
 		deferred[ndeferred].procno = procno;
 		deferred[ndeferred].id = e - zk_shared->entries;
-		deferred[ndeferred].generation = e->generation;
 		ndeferred++;
 	}
 	else
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
 }
 
-/* Traced hops woken at the end of a turn: their latch is set now. */
+/*
+ * Traced hops woken at the end of a turn: their latch is set now (an entry
+ * decided in the turn has a latch time; one freed and taken again since
+ * is woken in this pass too, or not decided yet).
+ */
 static void
 zk_hop_woken(void)
 {
@@ -151,8 +153,7 @@ zk_hop_woken(void)
 	{
 		ZkEntry    *e = ZK_ENTRY(deferred[i].id);
 
-		if (e->trace && e->generation == deferred[i].generation &&
-			e->hop[ZK_HOP_LATCH_SET] != 0)
+		if (e->trace && e->hop[ZK_HOP_LATCH_SET] != 0)
 			e->hop[ZK_HOP_LATCH_SET] = now;
 	}
 	LWLockRelease(zk_shared->lock);
