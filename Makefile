@@ -54,7 +54,7 @@ OBJS = \
 EXTENSION = zklock
 # Every install script (sql/zklock--V.sql) and upgrade script
 # (sql/zklock--OLD--NEW.sql); zklock.control names the default version.
-# 1.3, 1.4 and 1.5 have no install script of their own: CREATE EXTENSION
+# 1.3 to 1.6 have no install script of their own: CREATE EXTENSION
 # installs 1.2 and updates it (see sql/zklock--1.2--1.3.sql).
 DATA = \
 	sql/zklock--1.0.sql \
@@ -64,7 +64,13 @@ DATA = \
 	sql/zklock--1.1--1.2.sql \
 	sql/zklock--1.2--1.3.sql \
 	sql/zklock--1.3--1.4.sql \
-	sql/zklock--1.4--1.5.sql
+	sql/zklock--1.4--1.5.sql \
+	sql/zklock--1.5--1.6.sql
+# For the tests of code that calls zklock (docs/testing.md): the throwaway
+# ZooKeeper, into pg_config --bindir, and the PGXS fragment that runs
+# pg_regress with it, into pg_config --sharedir/extension.
+SCRIPTS = testing/zklock-test-zookeeper
+DATA += testing/zklock_regress.mk
 PGFILEDESC = "zklock - distributed locks held in Apache ZooKeeper"
 
 # The version of the build (zk_version(), the worker's start line): the
@@ -147,14 +153,16 @@ dist:
 	@echo "wrote $(DIST_ZIP)"
 
 # Debian packages (debian/, pg_buildext): dpkg-buildpackage -b in a copy of
-# the tree (the files git knows, committed or not) in deb/src, so that the
+# the tree (the files git knows, committed or not; outside git, such as
+# an unpacked `make dist`, every file) in deb/src, so that the
 # packages land in deb/.  debian/control is made anew from
 # debian/control.in for the PostgreSQL versions installed here.
 .PHONY: deb
 deb:
 	rm -rf $(CURDIR)/deb
 	mkdir -p $(CURDIR)/deb/src
-	cd $(srcdir) && git ls-files -z --cached --others --exclude-standard | \
+	cd $(srcdir) && { git ls-files -z --cached --others --exclude-standard 2> /dev/null || \
+		find . -path ./deb -prune -o -path ./.git -prune -o ! -type d -print0; } | \
 		tar --null --ignore-failed-read -T - -cf - | tar -C $(CURDIR)/deb/src -xf -
 	cd $(CURDIR)/deb/src && PG_UPDATECONTROL=yes dpkg-buildpackage -us -uc -b
 	@ls $(CURDIR)/deb/*.deb

@@ -82,6 +82,8 @@ SELECT count(*) FROM zk_lock_participants('scope_a/x');
 BEGIN;
 SELECT zk_job_claim('scope_a/job', '2026-01-01 00:00+00');
 ROLLBACK;
+-- a semaphore in the scope sized by a count outside it
+SELECT zk_semaphore_acquire_by_count('scope_a/s', 'scope_b/count', 0);
 -- a multi-lock with one name outside takes none
 SELECT zk_lock_acquire_all(ARRAY['scope_a/x', 'scope_b/y']);
 SELECT zk_lock_held('scope_a/x');

@@ -113,3 +113,61 @@ SELECT zk_semaphore_release('reg/semq');
 COMMIT;
 SELECT zk_semaphore_held('reg/semq');
 SELECT zk_semaphore_acquire_leases('reg/semq', 3, 3, 0), zk_lock_release_all();
+-- Semaphores sized by a shared count (zk_semaphore_acquire_by_count): the
+-- count's value is the size.  Bad arguments (class 22), nothing sent
+SELECT zk_semaphore_acquire_by_count('reg/semc', NULL);
+SELECT zk_semaphore_acquire_by_count('reg/semc', '');
+SELECT zk_semaphore_acquire_leases_by_count('reg/semc', 'reg/semc-size', 0);
+SELECT zk_semaphore_acquire_leases_by_count('reg/semc', 'reg/semc-size', NULL);
+-- a count that is not there: 22023, and nothing is created
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size', 0);
+SELECT count(*) FROM zk_semaphore_participants('reg/semc');
+-- a node that is not a count (a lock's parent holds no data): 22P02
+SELECT zk_lock_acquire('reg/semc-lock', 0), zk_lock_release('reg/semc-lock');
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-lock', 0);
+SELECT count(*) FROM zk_semaphore_participants('reg/semc');
+-- a count of 2: two leases, a third is this session's own (55000)
+SELECT zk_shared_count_set('reg/semc-size', 2) >= 0 AS set;
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size'),
+       zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size', 0);
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size', 0);
+-- sized one way per session: max_leases, or another count, is refused (55000)
+SELECT zk_semaphore_acquire('reg/semc', 3, 0);
+SELECT zk_shared_count_set('reg/semc-size2', 5) >= 0 AS set;
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size2', 0);
+-- the count raised: one more
+SELECT zk_shared_count_set('reg/semc-size', 3) >= 0 AS set;
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size', 0);
+SELECT count(*) AS leases FROM zk_locks
+ WHERE name = 'reg/semc' AND kind = 'semaphore' AND state = 'held';
+-- lowered: the leases held stay, the session's own fill it (55000)
+SELECT zk_shared_count_set('reg/semc-size', 1) >= 0 AS set;
+SELECT zk_semaphore_held('reg/semc');
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size', 0);
+SELECT zk_semaphore_release('reg/semc'), zk_semaphore_release('reg/semc'),
+       zk_semaphore_release('reg/semc');
+-- a semaphore held by max_leases is not sized by a count in the same session
+SELECT zk_semaphore_acquire('reg/semc', 3, 0);
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size', 0);
+SELECT zk_semaphore_release('reg/semc');
+-- several leases in one call, all or none: 2 of a count of 1 do not fit
+SELECT zk_semaphore_acquire_leases_by_count('reg/semc', 'reg/semc-size', 2, 0);
+SELECT count(*) FROM zk_semaphore_participants('reg/semc');
+SELECT zk_shared_count_set('reg/semc-size', 2) >= 0 AS set;
+SELECT zk_semaphore_acquire_leases_by_count('reg/semc', 'reg/semc-size', 2, 0);
+SELECT zk_semaphore_release('reg/semc'), zk_semaphore_held('reg/semc');
+-- a count of 0 admits nobody; waiting ends with the timeout
+SELECT zk_shared_count_set('reg/semc-size', 0) >= 0 AS set;
+SELECT zk_semaphore_acquire_by_count('reg/semc', 'reg/semc-size', 100);
+-- transaction scope
+SELECT zk_shared_count_set('reg/semc-size', 1) >= 0 AS set;
+BEGIN;
+SELECT zk_semaphore_acquire_by_count_xact('reg/semc', 'reg/semc-size');
+SELECT zk_semaphore_acquire_leases_by_count_xact('reg/semc', 'reg/semc-size', 1, 0);
+COMMIT;
+SELECT zk_semaphore_held('reg/semc');
+BEGIN;
+SELECT zk_semaphore_acquire_leases_by_count_xact('reg/semc', 'reg/semc-size', 1, 0);
+ROLLBACK;
+SELECT zk_semaphore_held('reg/semc'), count(*) AS nodes
+  FROM zk_semaphore_participants('reg/semc');

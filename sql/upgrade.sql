@@ -114,9 +114,9 @@ SELECT * FROM upg.zk_mine_privileges();
 SELECT * FROM upg.zklock_public_can_use();
 CREATE TABLE upg.fresh AS SELECT * FROM upg.zklock_objects();
 DROP EXTENSION zklock;
--- the update paths to 1.5
+-- the update paths to 1.6
 SELECT source, target, path FROM pg_extension_update_paths('zklock')
- WHERE target = '1.5' AND path IS NOT NULL
+ WHERE target = '1.6' AND path IS NOT NULL
  ORDER BY source;
 -- 2. 1.0, then ALTER EXTENSION UPDATE to 1.1, then to the default version.
 CREATE EXTENSION zklock VERSION '1.0';
@@ -246,6 +246,23 @@ RESET ROLE;
 DROP EXTENSION zklock;
 DROP ROLE zklock_upg_app;
 DROP ROLE zklock_upg_mon;
+-- 2g. 1.5 works with this library; after 1.5 -> 1.6 zk_grant_usage gives a
+-- role that had 1.5's grants the semaphores sized by a shared count.
+CREATE EXTENSION zklock VERSION '1.5';
+CREATE ROLE zklock_upg_app;
+SELECT zk_grant_usage('zklock_upg_app') AS granted_1_5;
+SELECT zk_shared_count_set('reg/upgrade-size', 1) >= 0 AS set;
+SELECT zk_semaphore_acquire('reg/upgrade-sem', 1, 0) AS acquired,
+       zk_semaphore_release('reg/upgrade-sem') AS released;
+ALTER EXTENSION zklock UPDATE;
+SELECT has_function_privilege('zklock_upg_app', 'zk_semaphore_acquire_by_count(text, text, integer)', 'EXECUTE') AS before;
+SELECT zk_grant_usage('zklock_upg_app') AS granted_1_6;
+SET ROLE zklock_upg_app;
+SELECT zk_semaphore_acquire_by_count('reg/upgrade-sem', 'reg/upgrade-size', 0) AS acquired,
+       zk_semaphore_release('reg/upgrade-sem') AS released;
+RESET ROLE;
+DROP EXTENSION zklock;
+DROP ROLE zklock_upg_app;
 -- 3. Into a schema of its own: everything goes there and works from there.
 CREATE SCHEMA s;
 CREATE EXTENSION zklock SCHEMA s;

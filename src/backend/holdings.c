@@ -554,17 +554,54 @@ held_session(ZkKind kind, const char *name)
 }
 
 /*
+ * A semaphore is sized one way by all the leases a session holds: by
+ * max_leases, or by one shared count (each lease's entry names it).
+ * Mixing them would make the session's own leases count against two
+ * limits.
+ */
+static void
+check_sizing(ZkHolding *h, const char *name, const char *count)
+{
+	const char *held = ZK_ENTRY(h->acqs[0].id)->count;
+
+	if (strcmp(held, count ? count : "") == 0)
+		return;
+	if (count == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock semaphore \"%s\" is sized by a shared count in this session", name),
+				 errdetail("This session holds leases of it sized by shared count \"%s\", and this call gives max_leases.",
+						   held),
+				 errhint("Size every acquisition of a semaphore the same way; release its leases first to change.")));
+	if (held[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock semaphore \"%s\" is sized by max_leases in this session", name),
+				 errdetail("This session holds leases of it taken with max_leases, and this call sizes it by shared count \"%s\".",
+						   count),
+				 errhint("Size every acquisition of a semaphore the same way; release its leases first to change.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("zklock semaphore \"%s\" is sized by another shared count in this session", name),
+			 errdetail("This session holds leases of it sized by shared count \"%s\", and this call sizes it by shared count \"%s\".",
+					   held, count),
+			 errhint("Size every acquisition of a semaphore the same way; release its leases first to change.")));
+}
+
+/*
  * Take qty leases of a semaphore, all or none: its entry mutex, then, under
  * it, the qty lease nodes at once, and wait until all of them hold (see
  * worker/recipes/semaphore.c for why that is exactly "the leases number at
  * most max_leases").  On any other outcome every lease node is given up; the
  * entry mutex is given up in any case.  When the session is lost while the
  * leases wait, the whole protocol starts over within the deadline.  ids
- * and gens get the qty granted entries.
+ * and gens get the qty granted entries.  count: the shared count whose
+ * value the leases take as max_leases, or NULL.
  */
 static ZkEntryState
-take_leases(const char *name, int flags, TimestampTz deadline,
-			int32 max_leases, int32 qty, int *ids, uint32 *gens)
+take_leases(const char *name, const char *count, int flags,
+			TimestampTz deadline, int32 max_leases, int32 qty, int *ids,
+			uint32 *gens)
 {
 	for (;;)
 	{
@@ -584,6 +621,7 @@ take_leases(const char *name, int flags, TimestampTz deadline,
 			memset(&req, 0, sizeof(req));
 			req.kind = ZK_KIND_SEMAPHORE;
 			req.name = name;
+			req.count = count;
 			req.flags = flags | ZKR_NO_RESTART;
 			req.arg = max_leases;
 			req.expect_session = zk_entry_session(mid, mgen);
@@ -641,14 +679,16 @@ take_leases(const char *name, int flags, TimestampTz deadline,
 /*
  * Acquire (kind, name) in session or transaction scope.  timeout_ms 0 does
  * not wait, ZK_WAIT_FOREVER waits without limit.  Returns false when not
- * granted in time.  arg is max_leases for semaphores, qty the number of
+ * granted in time.  arg is max_leases for semaphores (the value of count,
+ * read just before, for one sized by that shared count), qty the number of
  * leases (1 for every other kind).  A later part of a multi-lock adds
  * ZKR_NO_RESTART to flags and the session of the earlier parts as
  * expect_session.
  */
 static bool
-hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
-			 int32 arg, int32 qty, int flags, int64 expect_session)
+hold_acquire(ZkKind kind, const char *name, const char *count, bool xact,
+			 int64 timeout_ms, int32 arg, int32 qty, int flags,
+			 int64 expect_session)
 {
 	static const ZkKind exclusive_kinds[] = {ZK_KIND_LOCK, ZK_KIND_WRITE};
 	bool		revocable = (flags & ZKR_REVOCABLE) != 0;
@@ -712,7 +752,22 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 				 errdetail("Waiting for an exclusive lock while holding the read lock would wait forever."),
 				 errhint("Release the read lock first.")));
 
-	if (kind == ZK_KIND_SEMAPHORE && (h ? h->nacqs : 0) + qty > arg)
+	if (kind == ZK_KIND_SEMAPHORE && h != NULL)
+		check_sizing(h, name, count);
+	if (kind == ZK_KIND_SEMAPHORE && count != NULL)
+	{
+		/* someone may raise the count: only our own leases cannot wait */
+		if (h != NULL && h->nacqs + qty > arg)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg_plural("zklock semaphore \"%s\" cannot grant %d more lease to this session",
+								   "zklock semaphore \"%s\" cannot grant %d more leases to this session",
+								   qty, name, qty),
+					 errdetail("Its size, shared count \"%s\", is %d, and this session holds %d of its leases; waiting for %d more would wait for its own leases unless the count is raised.",
+							   count, arg, h->nacqs, qty),
+					 errhint("A semaphore, like Curator's InterProcessSemaphoreV2, is not re-entrant: release a lease first, or raise the count.")));
+	}
+	else if (kind == ZK_KIND_SEMAPHORE && (h ? h->nacqs : 0) + qty > arg)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg_plural("zklock semaphore \"%s\" cannot grant %d more lease to this session",
@@ -729,7 +784,8 @@ hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 			ids = palloc(sizeof(int) * qty);
 			gens = palloc(sizeof(uint32) * qty);
 		}
-		state = take_leases(name, flags, deadline, arg, qty, ids, gens);
+		state = take_leases(name, count, flags, deadline, arg, qty, ids,
+							gens);
 	}
 	else
 		state = take_node(kind, name, flags, expect_session, deadline, arg,
@@ -762,28 +818,40 @@ zk_hold_acquire(ZkKind kind, const char *name, bool xact, int64 timeout_ms,
 	if (!xact)
 		zk_check_session_scope(zk_kind_name(kind), name,
 							   zk_xact_variant(kind));
-	ok = hold_acquire(kind, name, xact, timeout_ms, max_leases, 1,
+	ok = hold_acquire(kind, name, NULL, xact, timeout_ms, max_leases, 1,
 					  revocable ? ZKR_REVOCABLE : 0, 0);
 	zk_await_released(true);	/* what a failed attempt gave up */
 	return ok;
 }
 
 /*
- * Acquire qty leases of a semaphore of max_leases in one call, all or none
- * (1 <= qty <= max_leases, checked by the caller).  One release gives them
- * all back.
+ * Acquire qty leases of a semaphore in one call, all or none.  Its size is
+ * max_leases (1 <= qty <= max_leases, checked by the caller), or with count
+ * set the value of that shared count, read first: a count that is not
+ * there or not a count fails before anything is asked of the semaphore.
+ * One release gives them all back.  instead: the transaction-scope
+ * function to name when session scope is refused.
  */
 bool
-zk_hold_acquire_leases(const char *name, bool xact, int64 timeout_ms,
-					   int32 max_leases, int32 qty)
+zk_hold_acquire_leases(const char *name, const char *count, bool xact,
+					   int64 timeout_ms, int32 max_leases, int32 qty,
+					   const char *instead)
 {
 	bool		ok;
 
-	Assert(qty >= 1 && qty <= max_leases);
+	Assert(qty >= 1 && (count != NULL || qty <= max_leases));
 	if (!xact)
-		zk_check_session_scope("semaphore", name,
-							"zk_semaphore_acquire_leases_xact()");
-	ok = hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout_ms,
+		zk_check_session_scope("semaphore", name, instead);
+	if (count != NULL)
+	{
+		/* read first, within the call's time */
+		TimestampTz deadline = zk_deadline(timeout_ms);
+
+		max_leases = zk_shared_count_value(count, deadline);
+		if (deadline != 0)
+			timeout_ms = Max(1, (deadline - GetCurrentTimestamp()) / 1000);
+	}
+	ok = hold_acquire(ZK_KIND_SEMAPHORE, name, count, xact, timeout_ms,
 					  max_leases, qty, 0, 0);
 	zk_await_released(true);	/* what a failed attempt gave up */
 	return ok;
@@ -828,7 +896,7 @@ zk_hold_acquire_all(char **names, int n, bool xact, int64 timeout_ms)
 
 			if (deadline != 0)
 				left = Max(1, (deadline - GetCurrentTimestamp()) / 1000);
-			if (!hold_acquire(ZK_KIND_LOCK, names[taken], xact, left, 0, 1,
+			if (!hold_acquire(ZK_KIND_LOCK, names[taken], NULL, xact, left, 0, 1,
 							  taken > 0 ? ZKR_NO_RESTART : 0, session))
 			{
 				ok = false;

@@ -19,9 +19,12 @@ extern bool zk_hold_acquire(ZkKind kind, const char *name, bool xact,
 							int64 timeout_ms, int32 max_leases,
 							bool revocable);
 extern bool zk_hold_revocation_requested(const char *name);
-extern bool zk_hold_acquire_leases(const char *name, bool xact,
-								   int64 timeout_ms, int32 max_leases,
-								   int32 qty);
+extern bool zk_hold_acquire_leases(const char *name, const char *count,
+								   bool xact, int64 timeout_ms,
+								   int32 max_leases, int32 qty,
+								   const char *instead);
+/* a shared count's value, failing when absent (shared_count.c) */
+extern int32 zk_shared_count_value(const char *name, TimestampTz deadline);
 extern bool zk_hold_acquire_all(char **names, int n, bool xact,
 								int64 timeout_ms);
 extern bool zk_hold_release(ZkKind kind, const char *name);

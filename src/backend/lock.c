@@ -106,17 +106,27 @@ ZK_SQL_FUNC(zk_rwlock_write_token, token(fcinfo, ZK_KIND_WRITE))
 
 /*
  * semaphore: (name, max_leases, timeout_ms), or with with_qty (name,
- * max_leases, qty, timeout_ms): qty leases in one call, all or none.
+ * max_leases, qty, timeout_ms): qty leases in one call, all or none.  The
+ * _by_count functions take the name of a shared count in place of
+ * max_leases: its value is the semaphore's size (holdings.c).
  */
 static Datum
-semaphore_acquire(FunctionCallInfo fcinfo, bool xact, bool with_qty)
+semaphore_acquire(FunctionCallInfo fcinfo, bool xact, bool with_qty,
+				  bool by_count)
 {
+	static const char *const instead[2][2] = {
+		{"zk_semaphore_acquire_xact()", "zk_semaphore_acquire_leases_xact()"},
+		{"zk_semaphore_acquire_by_count_xact()",
+		"zk_semaphore_acquire_leases_by_count_xact()"}};
 	char	   *name = zk_name_arg(fcinfo, 0, "lock name");
-	int32		max_leases;
+	char	   *count = NULL;
+	int32		max_leases = 0;
 	int32		qty = 1;
 	int64		timeout;
 
-	if (PG_ARGISNULL(1) || (max_leases = PG_GETARG_INT32(1)) < 1)
+	if (by_count)
+		count = zk_name_arg(fcinfo, 1, "shared count name");
+	else if (PG_ARGISNULL(1) || (max_leases = PG_GETARG_INT32(1)) < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_leases must be at least 1")));
@@ -126,7 +136,7 @@ semaphore_acquire(FunctionCallInfo fcinfo, bool xact, bool with_qty)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("qty must be at least 1")));
-		if (qty > max_leases)
+		if (!by_count && qty > max_leases)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("qty must not exceed max_leases"),
@@ -141,17 +151,22 @@ semaphore_acquire(FunctionCallInfo fcinfo, bool xact, bool with_qty)
 							   qty, zklock_max_locks)));
 	}
 	timeout = zk_timeout_arg(fcinfo, with_qty ? 3 : 2);
-	if (!with_qty)
+	if (!with_qty && !by_count)
 		PG_RETURN_BOOL(zk_hold_acquire(ZK_KIND_SEMAPHORE, name, xact, timeout,
 									   max_leases, false));
-	PG_RETURN_BOOL(zk_hold_acquire_leases(name, xact, timeout, max_leases,
-										  qty));
+	PG_RETURN_BOOL(zk_hold_acquire_leases(name, count, xact, timeout,
+										  max_leases, qty,
+										  instead[by_count][with_qty]));
 }
 
-ZK_SQL_FUNC(zk_semaphore_acquire, semaphore_acquire(fcinfo, false, false))
-ZK_SQL_FUNC(zk_semaphore_acquire_xact, semaphore_acquire(fcinfo, true, false))
-ZK_SQL_FUNC(zk_semaphore_acquire_leases, semaphore_acquire(fcinfo, false, true))
-ZK_SQL_FUNC(zk_semaphore_acquire_leases_xact, semaphore_acquire(fcinfo, true, true))
+ZK_SQL_FUNC(zk_semaphore_acquire, semaphore_acquire(fcinfo, false, false, false))
+ZK_SQL_FUNC(zk_semaphore_acquire_xact, semaphore_acquire(fcinfo, true, false, false))
+ZK_SQL_FUNC(zk_semaphore_acquire_leases, semaphore_acquire(fcinfo, false, true, false))
+ZK_SQL_FUNC(zk_semaphore_acquire_leases_xact, semaphore_acquire(fcinfo, true, true, false))
+ZK_SQL_FUNC(zk_semaphore_acquire_by_count, semaphore_acquire(fcinfo, false, false, true))
+ZK_SQL_FUNC(zk_semaphore_acquire_by_count_xact, semaphore_acquire(fcinfo, true, false, true))
+ZK_SQL_FUNC(zk_semaphore_acquire_leases_by_count, semaphore_acquire(fcinfo, false, true, true))
+ZK_SQL_FUNC(zk_semaphore_acquire_leases_by_count_xact, semaphore_acquire(fcinfo, true, true, true))
 ZK_SQL_FUNC(zk_semaphore_release, release(fcinfo, ZK_KIND_SEMAPHORE))
 ZK_SQL_FUNC(zk_semaphore_held, held(fcinfo, ZK_KIND_SEMAPHORE))
 ZK_SQL_FUNC(zk_semaphore_token, token(fcinfo, ZK_KIND_SEMAPHORE))

@@ -23,6 +23,7 @@
 #include "utils/builtins.h"
 
 #include "backend/args.h"
+#include "backend/holdings.h"
 #include "shared/protocol.h"
 
 /*
@@ -98,6 +99,34 @@ zk_shared_count(PG_FUNCTION_ARGS)
 	values[0] = Int32GetDatum(result_value(result));
 	values[1] = Int32GetDatum(result_version(result));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * The value of a shared count that must be there: the size of a semaphore
+ * sized by it (holdings.c), read by the deadline of the acquiring call (0:
+ * none) so that it keeps to the outage contract: without an answer, 08001
+ * by then (zk_wait).  Nothing is created: an absent count fails with 22023,
+ * a node that is not a count with 22P02.
+ */
+int32
+zk_shared_count_value(const char *name, TimestampTz deadline)
+{
+	ZkRequest	req = {0};
+	uint32		generation;
+	int			id;
+	int64		result;
+
+	req.kind = ZK_KIND_COUNT_READ;
+	req.name = name;
+	req.targ = 1;				/* not created when absent */
+	id = zk_request(&req, &generation);
+	/* a read starts over in a new session, and is never "not granted" */
+	if (zk_wait(id, generation, deadline) != ZKE_DONE)
+		elog(ERROR, "zklock read of shared count \"%s\" ended without an answer",
+			 name);
+	result = zk_entry_result(id, generation);
+	zk_give_up(id, generation);
+	return result_value(result);
 }
 
 /* zk_shared_count_set(name, count): set it; returns its new version. */

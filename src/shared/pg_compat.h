@@ -13,6 +13,9 @@
  *							TopMemoryContext, released only by
  *							FreeWaitEventSet (17 made the first argument a
  *							ResourceOwner in place of the memory context)
+ *	ZkGucMalloc(size)		memory for a setting's "extra", NULL when out of
+ *							memory (16 keeps it in a memory context, freed
+ *							with guc_free; 15 frees it with free())
  *
  * It also includes the header that declares the wait event sets (18 moved
  * them from storage/latch.h to storage/waiteventset.h).  Formats of 64-bit
@@ -44,6 +47,12 @@
 #define ZkMyProcNumber (MyProc->pgprocno)
 #define ZkCreateWaitEventSet(nevents) \
 	CreateWaitEventSet(TopMemoryContext, (nevents))
+#endif
+
+#if PG_VERSION_NUM >= 160000
+#define ZkGucMalloc(size) guc_malloc(LOG, (size))
+#else
+#define ZkGucMalloc(size) malloc(size)
 #endif
 
 /* a transactional logical message, not flushed; returns its end */

@@ -327,6 +327,7 @@ zk_request(const ZkRequest *req, uint32 *generation)
 	e->connect_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
 	strlcpy(e->app, application_name ? application_name : "", sizeof(e->app));
 	strlcpy(e->name, req->name, sizeof(e->name));
+	strlcpy(e->count, req->count ? req->count : "", sizeof(e->count));
 	e->ask = ZK_ASK_NONE;
 	e->ask_state = ZK_ASK_IDLE;
 	e->token = 0;
@@ -720,6 +721,7 @@ zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
 	char		auth_blocked[ZK_ERRMSG_MAX];
 	TimestampTz last_at;
 	ZkSessionState state;
+	bool		closed_on_connect;
 	size_t		len;
 	long		waited_ms;
 	StringInfoData detail;
@@ -729,6 +731,7 @@ zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
 	strlcpy(auth_blocked, zk_shared->auth_blocked, sizeof(auth_blocked));
 	last_at = zk_shared->last_error_at;
 	state = zk_shared->session_state;
+	closed_on_connect = zk_shared->closed_on_connect;
 	LWLockRelease(zk_shared->lock);
 	zk_give_up(id, generation);
 	waited_ms = (long) ((GetCurrentTimestamp() - requested_at) / 1000);
@@ -773,6 +776,8 @@ zk_raise_unreachable(int id, uint32 generation, TimestampTz requested_at,
 			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 			 errmsg("could not reach ZooKeeper at \"%s\"", zklock_hosts),
 			 errdetail_internal("%s", detail.data),
+			 closed_on_connect && state != ZKS_CONNECTED ?
+			 errhint("Every connection was closed right after it was made: if zklock.hosts names a TLS tunnel (stunnel), the tunnel could not reach ZooKeeper or its TLS handshake failed, and its log says why.") :
 			 errhint("Check that ZooKeeper is running and reachable from this host (\"zkCli.sh -server HOST:PORT ls /\"), and see SELECT * FROM zk_status() and the zklock worker's messages in the server log.")));
 }
 

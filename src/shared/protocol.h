@@ -145,6 +145,8 @@ typedef struct ZkEntry
 	TimestampTz connect_deadline;	/* fail if no session by then */
 	char		app[NAMEDATALEN];	/* application_name, for node data */
 	char		name[ZK_NAME_MAX + 1];
+	char		count[ZK_NAME_MAX + 1]; /* a semaphore lease: the shared count
+										 * that sizes it, or "" */
 
 	/* the owner's asks on a held entry */
 	ZkAsk		ask;
@@ -231,6 +233,8 @@ typedef struct ZkShared
 	TimestampTz last_error_at;	/* when last_error was set */
 	/* zklock.auth_file while it keeps the worker from connecting, or "" */
 	char		auth_blocked[ZK_ERRMSG_MAX];
+	/* connections keep being closed right after they are made (TLS?) */
+	bool		closed_on_connect;
 
 	/*
 	 * Counters for zk_status() and zk_stats (monitor.c): cumulative since
@@ -275,6 +279,8 @@ typedef struct ZkRequest
 {
 	ZkKind		kind;
 	const char *name;
+	const char *count;			/* a semaphore lease: the shared count that
+								 * sizes it, or NULL */
 	int			flags;
 	int32		arg;
 	TimestampTz targ;
@@ -351,6 +357,7 @@ extern void zk_set_session_state(ZkSessionState state, int64 session_id,
 extern void zk_set_confirmed(int64 session_id, ZkMono at);
 extern void zk_set_last_error(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void zk_set_auth_blocked(const char *file);
+extern void zk_set_closed_on_connect(bool closed);
 extern void zk_add_row(StringInfo rows, int ncols, const char *const *cols);
 
 #define ZK_ENTRY(id) (&zk_shared->entries[(id)])

@@ -8,22 +8,26 @@
  * is defined when the library is loaded other than through
  * shared_preload_libraries; every other setting only then.  The check
  * hooks of zklock.root and zklock.leader_groups apply the name rules of
- * naming.c.
+ * naming.c; zklock.acl_identities is parsed here.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <ctype.h>
 #include <limits.h>
 
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/varlena.h"
 
+#include "shared/pg_compat.h"
 #include "shared/zklock.h"
 
 char	   *zklock_hosts = NULL;
 char	   *zklock_root = NULL;
 char	   *zklock_auth_file = NULL;
+char	   *zklock_acl_identities = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 int			zklock_max_locks = 1024;
@@ -37,6 +41,141 @@ int			zklock_claim_retention = 7 * 24 * 3600;
 bool		zklock_session_locks = true;
 char	   *zklock_allowed_names = NULL;
 bool		zklock_trace_hops = false;
+
+/* Length of a digest identity's hash: base64 of a SHA-1. */
+#define DIGEST_HASH_LEN		28
+
+static const ZkAclIdentities *acl_identities = NULL;
+
+/* zklock.acl_identities, parsed; NULL when empty. */
+const ZkAclIdentities *
+zk_acl_identities(void)
+{
+	return acl_identities;
+}
+
+/* Is s the hash of a digest identity (base64 of 20 bytes)? */
+static bool
+is_digest_hash(const char *s)
+{
+	if (strlen(s) != DIGEST_HASH_LEN || s[DIGEST_HASH_LEN - 1] != '=')
+		return false;
+	for (int i = 0; i < DIGEST_HASH_LEN - 1; i++)
+		if (!isalnum((unsigned char) s[i]) && s[i] != '+' && s[i] != '/')
+			return false;
+	return true;
+}
+
+/*
+ * Check one identity of zklock.acl_identities, setting the error detail and
+ * hint when it is not one.
+ */
+static bool
+check_identity(const char *item)
+{
+	const char *colon;
+
+	if (strncmp(item, "x509:", 5) == 0)
+	{
+		if (strchr(item + 5, '=') == NULL)
+		{
+			GUC_check_errdetail("\"%s\" is not an X.509 distinguished name such as \"CN=db1,O=Example\".",
+								item + 5);
+			return false;
+		}
+		return true;
+	}
+	if (strncmp(item, "digest:", 7) == 0)
+	{
+		colon = strchr(item + 7, ':');
+		if (colon == NULL || colon == item + 7 || !is_digest_hash(colon + 1))
+		{
+			GUC_check_errdetail("A digest identity is \"digest:user:hash\", the hash being the base64 of the SHA-1 of \"user:password\", not the password.");
+			GUC_check_errhint("Compute the hash with: printf %%s 'user:password' | openssl dgst -binary -sha1 | openssl base64");
+			return false;
+		}
+		return true;
+	}
+	GUC_check_errdetail("The identity \"%s\" is neither \"x509:DN\" nor \"digest:user:hash\".",
+						item);
+	GUC_check_errhint("Separate the identities with commas and put each x509 identity in double quotes, since its DN contains commas: '\"x509:CN=db1,O=Example\", \"x509:CN=db2,O=Example\"'.");
+	return false;
+}
+
+/*
+ * Check hook of zklock.acl_identities: a comma-separated list of
+ * identities, each "x509:DN" (in double quotes, as a DN contains commas)
+ * or "digest:user:hash".  The parsed list (ZkAclIdentities followed by its
+ * strings, in one malloc'd block) becomes the extra.
+ */
+static bool
+check_acl_identities(char **newval, void **extra, GucSource source)
+{
+	char	   *raw = pstrdup(*newval);
+	List	   *items;
+	ListCell   *lc;
+	Size		size;
+	ZkAclIdentities *result;
+	char	   *strings;
+	int			i = 0;
+
+	if (!SplitGUCList(raw, ',', &items))
+	{
+		GUC_check_errdetail("The list has unbalanced double quotes.");
+		pfree(raw);
+		return false;
+	}
+	size = offsetof(ZkAclIdentities, ids) + sizeof(ZkAclIdentity) * list_length(items);
+	foreach(lc, items)
+	{
+		const char *item = lfirst(lc);
+
+		if (!check_identity(item))
+		{
+			list_free(items);
+			pfree(raw);
+			return false;
+		}
+		size += strlen(item) + 2;
+	}
+
+	result = ZkGucMalloc(size);
+	if (result == NULL)
+	{
+		list_free(items);
+		pfree(raw);
+		return false;
+	}
+	result->count = list_length(items);
+	strings = (char *) &result->ids[result->count];
+	foreach(lc, items)
+	{
+		const char *item = lfirst(lc);
+		const char *colon = strchr(item, ':');
+		int			schemelen = colon - item;
+
+		memcpy(strings, item, schemelen);
+		strings[schemelen] = '\0';
+		result->ids[i].scheme = strings;
+		strings += schemelen + 1;
+		strcpy(strings, colon + 1);
+		result->ids[i].id = strings;
+		strings += strlen(colon + 1) + 1;
+		i++;
+	}
+	list_free(items);
+	pfree(raw);
+	*extra = result;
+	return true;
+}
+
+static void
+assign_acl_identities(const char *newval, void *extra)
+{
+	const ZkAclIdentities *ids = extra;
+
+	acl_identities = ids != NULL && ids->count > 0 ? ids : NULL;
+}
 
 /* Define the zklock.* settings (from _PG_init). */
 void
@@ -80,6 +219,16 @@ zk_define_settings(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
+	DefineCustomStringVariable("zklock.acl_identities",
+							   "ZooKeeper identities given all rights on the nodes zklock creates (the fleet).",
+							   "A comma-separated list of \"x509:DN\" (in double quotes) and \"digest:user:hash\" identities: "
+							   "every instance of the fleet and every Curator or Kazoo peer.  When set (or zklock.auth_file is), "
+							   "the worker's own identities get all rights too and everyone else only READ.",
+							   &zklock_acl_identities,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT | GUC_SUPERUSER_ONLY,
+							   check_acl_identities, assign_acl_identities, NULL);
 	DefineCustomIntVariable("zklock.session_timeout",
 							"ZooKeeper session timeout requested by the worker.",
 							"The server clamps it to 2 to 20 times its tickTime.",

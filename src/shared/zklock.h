@@ -109,6 +109,7 @@
 extern char *zklock_hosts;
 extern char *zklock_root;
 extern char *zklock_auth_file;
+extern char *zklock_acl_identities;
 extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern int	zklock_max_locks;
@@ -124,6 +125,24 @@ extern char *zklock_allowed_names;
 extern bool zklock_trace_hops;
 
 extern void zk_define_settings(void);
+
+/*
+ * zklock.acl_identities, parsed: the ZooKeeper identities (scheme and id)
+ * given all rights on every node the worker creates.
+ */
+typedef struct ZkAclIdentity
+{
+	const char *scheme;			/* "x509" or "digest" */
+	const char *id;
+} ZkAclIdentity;
+
+typedef struct ZkAclIdentities
+{
+	int			count;
+	ZkAclIdentity ids[FLEXIBLE_ARRAY_MEMBER];
+} ZkAclIdentities;
+
+extern const ZkAclIdentities *zk_acl_identities(void);
 
 /*
  * What a backend can ask for.  Each kind is one driver of the engine

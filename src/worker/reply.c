@@ -482,6 +482,21 @@ zk_set_auth_blocked(const char *file)
 	LWLockRelease(zk_shared->lock);
 }
 
+/*
+ * Record whether connections keep being closed right after they are made
+ * (see client_log in session.c), for the hint of backends' 08001.
+ */
+void
+zk_set_closed_on_connect(bool closed)
+{
+	if (zk_shared->closed_on_connect != closed)
+	{
+		LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+		zk_shared->closed_on_connect = closed;
+		LWLockRelease(zk_shared->lock);
+	}
+}
+
 /* Record the last error the worker met, for zk_status(). */
 void
 zk_set_last_error(const char *fmt,...)

@@ -53,6 +53,11 @@
  * the problem on a reload.  The credentials never go to the log, to an
  * error message or to zk_status().
  *
+ * Identities: through a TLS tunnel (docs/tls.md) ZooKeeper also knows the
+ * session by the DN of the tunnel's client certificate (x509).  The ACL of
+ * the nodes we create gives all rights to every identity of the session
+ * and of zklock.acl_identities, the fleet (zk_session_acl).
+ *
  * Crash restarts: the session id and password are kept in
  * $PGDATA/zklock.session.  After a crash (kill -9 of any backend restarts
  * every process, this worker included) the new worker first resumes that
@@ -160,22 +165,96 @@ zk_session_id(void)
 	return zk_zh != NULL && !ending_old ? session_id : 0;
 }
 
+/* A client log line that repeats is written at most this often (ms). */
+#define CLIENT_LOG_REPEAT_MS	10000
+
 /*
- * Route the client's own log lines to the server log at DEBUG1; an error
- * becomes the last error shown to users (zk_status(), 08001's detail), as
- * a phrase: "HOST:PORT: Connection refused" for a socket's error, else the
- * client's text without its time stamp, thread and source location.
+ * After this many connections in a row closed right after they were made,
+ * last_error and the 08001's hint name the TLS tunnel.
+ */
+#define CLOSED_ON_CONNECT_HINT	5
+
+/* The lines written lately (a failing connection alternates a few). */
+#define CLIENT_LINES		16
+
+static struct
+{
+	char		text[256];		/* the line, without its time and process */
+	ZkMono		at;				/* when it was last written */
+	int			left_out;		/* repeats not written since */
+}			client_lines[CLIENT_LINES];
+
+static int	closed_on_connect = 0;	/* connections in a row, see client_log */
+
+/*
+ * Write one of the client's log lines to the server log at DEBUG1, unless
+ * the same line was written less than CLIENT_LOG_REPEAT_MS ago: a
+ * connection refused or reset at once is retried every few dozen ms, and
+ * each attempt logs the same lines.  text is the line without its time
+ * stamp and process.
+ */
+static void
+client_log_line(const char *message, const char *text)
+{
+	ZkMono		now = zk_mono_now();
+	int			slot = 0;
+
+	for (int i = 0; i < CLIENT_LINES; i++)
+	{
+		if (strncmp(text, client_lines[i].text,
+					sizeof(client_lines[i].text) - 1) == 0)
+		{
+			slot = i;
+			break;
+		}
+		if (client_lines[i].at < client_lines[slot].at)
+			slot = i;			/* the oldest, to be replaced */
+	}
+	if (strncmp(text, client_lines[slot].text,
+				sizeof(client_lines[slot].text) - 1) != 0)
+	{
+		strlcpy(client_lines[slot].text, text, sizeof(client_lines[slot].text));
+		client_lines[slot].left_out = 0;
+	}
+	else if (now - client_lines[slot].at < (int64) CLIENT_LOG_REPEAT_MS * 1000)
+	{
+		client_lines[slot].left_out++;
+		return;
+	}
+	if (client_lines[slot].left_out > 0)
+		elog(DEBUG1, "zookeeper client: %s (the same line came %d more times in the last %d seconds)",
+			 message, client_lines[slot].left_out,
+			 (int) ((now - client_lines[slot].at) / 1000000));
+	else
+		elog(DEBUG1, "zookeeper client: %s", message);
+	client_lines[slot].at = now;
+	client_lines[slot].left_out = 0;
+}
+
+/*
+ * Route the client's own log lines to the server log at DEBUG1 (repeats
+ * rate-limited); an error becomes the last error shown to users
+ * (zk_status(), 08001's detail), as a phrase: "HOST:PORT: Connection
+ * refused" for a socket's error, else the client's text without its time
+ * stamp, thread and source location.
+ *
+ * A connection closed by the other side before the session handshake is
+ * answered ("failed while receiving a server response" while not
+ * connected), again and again, is what a TLS tunnel shows when it cannot
+ * complete its handshake with ZooKeeper (the TLS error is only in the
+ * tunnel's log): after CLOSED_ON_CONNECT_HINT of them in a row, the last
+ * error says so, and the 08001's hint too.
  */
 static void
 client_log(const char *message)
 {
-	const char *text = strstr(message, "ZOO_ERROR@");
+	const char *text = strstr(message, "ZOO_");
 	const char *err;
 	const char *why;
 	const char *end;
 
-	elog(DEBUG1, "zookeeper client: %s", message);
-	if (text == NULL)
+	client_log_line(message, text ? text : message);
+	if (text == NULL || strncmp(text, "ZOO_ERROR@", 10) != 0)
 		return;
 	text = strstr(text, ": ");
 	text = text ? text + 2 : message;
@@ -192,8 +271,23 @@ client_log(const char *message)
 			host++;
 			hostlen -= 2;
 		}
-		zk_set_last_error("%.*s: %.*s", hostlen, host,
-						  (int) (end - why - 1), why + 1);
+		if (!connected &&
+			strstr(end, "failed while receiving a server response") != NULL)
+			closed_on_connect++;
+		else if (closed_on_connect > 0)
+		{
+			closed_on_connect = 0;
+			zk_set_closed_on_connect(false);
+		}
+		if (closed_on_connect >= CLOSED_ON_CONNECT_HINT)
+		{
+			zk_set_last_error("%.*s: the connection was closed right after it was made, %d times in a row (a TLS tunnel does this when it cannot reach ZooKeeper or its TLS handshake with ZooKeeper fails: see the tunnel's log)",
+							  hostlen, host, closed_on_connect);
+			zk_set_closed_on_connect(true);
+		}
+		else
+			zk_set_last_error("%.*s: %.*s", hostlen, host,
+							  (int) (end - why - 1), why + 1);
 	}
 	else
 		zk_set_last_error("%s", text);
@@ -403,6 +497,8 @@ session_changed(void)
 		connected_at = zk_mono_now();
 		backoff_ms = 0;
 		retry_at = 0;
+		closed_on_connect = 0;
+		zk_set_closed_on_connect(false);
 		zk_set_last_error("%s", "");	/* what failed before is over */
 
 		/*
@@ -451,24 +547,53 @@ session_changed(void)
 #define AUTH_FILE_MAX	1024
 
 /*
- * The ACL of every node we create: open when zklock.auth_file is not set;
- * else all rights for our identity ("auth": whoever authenticated as we
- * did) and read for everyone.
+ * The ACL of every node we create, parents included.  Open when neither
+ * zklock.auth_file nor zklock.acl_identities is set.  Otherwise all rights
+ * for our own identities ("auth": ZooKeeper puts in every identity the
+ * session authenticated as, the digest user of zklock.auth_file and the
+ * x509 DN of the certificate the TLS tunnel presents), all rights for each
+ * identity of zklock.acl_identities (the other instances of the fleet and
+ * their Curator or Kazoo peers: ZooKeeper checks DELETE on the parent, so
+ * every member must have it on the shared parents), and READ for everyone.
+ * A session with no identity at all gets "invalid ACL" from ZooKeeper
+ * rather than nodes it could not delete.  The vector points into the
+ * setting's parsed value, valid until the next reload: ZooKeeper's client
+ * serializes it when the call is made.
  */
 struct ACL_vector *
 zk_session_acl(void)
 {
-	static struct ACL protected_acl[] = {
-		{0, {"auth", ""}},
-		{0, {"world", "anyone"}},
-	};
-	static struct ACL_vector protected_vector = {2, protected_acl};
+	static struct ACL *acl = NULL;
+	static int	acl_size = 0;
+	static struct ACL_vector vector = {0, NULL};
+	const ZkAclIdentities *ids = zk_acl_identities();
+	int			size = 2 + (ids ? ids->count : 0);
+	int			n = 0;
 
-	if (!authenticated)
+	if (!authenticated && ids == NULL)
 		return &ZOO_OPEN_ACL_UNSAFE;
-	protected_acl[0].perms = ZOO_PERM_ALL;
-	protected_acl[1].perms = ZOO_PERM_READ;
-	return &protected_vector;
+	if (size > acl_size)
+	{
+		if (acl != NULL)
+			pfree(acl);
+		acl = MemoryContextAlloc(TopMemoryContext, sizeof(struct ACL) * size);
+		acl_size = size;
+	}
+	acl[n].perms = ZOO_PERM_ALL;
+	acl[n].id.scheme = "auth";
+	acl[n++].id.id = "";
+	for (int i = 0; ids != NULL && i < ids->count; i++)
+	{
+		acl[n].perms = ZOO_PERM_ALL;
+		acl[n].id.scheme = (char *) ids->ids[i].scheme;
+		acl[n++].id.id = (char *) ids->ids[i].id;
+	}
+	acl[n].perms = ZOO_PERM_READ;
+	acl[n].id.scheme = "world";
+	acl[n++].id.id = "anyone";
+	vector.count = n;
+	vector.data = acl;
+	return &vector;
 }
 
 /* Forget credentials: overwrite them before the memory is freed. */

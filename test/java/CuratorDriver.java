@@ -33,6 +33,11 @@
  *   TAG sem-acquire PATH MAX TIMEOUT_MS   InterProcessSemaphoreV2(PATH, MAX)
  *   TAG sem-acquire-qty PATH MAX QTY TIMEOUT_MS
  *                                         the same, .acquire(QTY): QTY leases
+ *   TAG sem-acquire-count PATH COUNT_PATH TIMEOUT_MS
+ *                                         InterProcessSemaphoreV2(PATH,
+ *                                         SharedCountReader): sized by the
+ *                                         SharedCount at COUNT_PATH (one per
+ *                                         path, started with seed 0)
  *   TAG sem-release                       return the tag's lease(s)
  *   TAG semmutex-acquire PATH TIMEOUT_MS  InterProcessSemaphoreMutex(PATH)
  *   TAG semmutex-release
@@ -115,6 +120,8 @@ public class CuratorDriver
 		new java.util.concurrent.ConcurrentHashMap<>();
 	private static final Map<String, VersionedValue<Integer>> countsRead =
 		new java.util.concurrent.ConcurrentHashMap<>();
+	/* the SharedCounts that size semaphores, by path */
+	private static final Map<String, SharedCount> sizes = new HashMap<>();
 	/* revocation requests heard, per tag */
 	private static final Map<String, java.util.concurrent.atomic.AtomicInteger> revoked =
 		new java.util.concurrent.ConcurrentHashMap<>();
@@ -134,6 +141,31 @@ public class CuratorDriver
 			return true;
 		}
 		return lock.acquire(ms, TimeUnit.MILLISECONDS);
+	}
+
+	/* one lease of s for tag, with TIMEOUT_MS semantics */
+	private static String acquireLease(String tag, InterProcessSemaphoreV2 s, long ms) throws Exception
+	{
+		Lease lease = ms < 0 ? s.acquire() : s.acquire(ms, TimeUnit.MILLISECONDS);
+
+		if (lease == null)
+			return "timeout";
+		leases.put(tag, Collections.singletonList(lease));
+		return "ok";
+	}
+
+	/* the started SharedCount of path, for sem-acquire-count */
+	private static synchronized SharedCount size(String path) throws Exception
+	{
+		SharedCount c = sizes.get(path);
+
+		if (c == null)
+		{
+			c = new SharedCount(client, path, 0);
+			c.start();
+			sizes.put(path, c);
+		}
+		return c;
 	}
 
 	private static String run(String tag, String[] w) throws Exception
@@ -207,16 +239,9 @@ public class CuratorDriver
 				return "ok";
 			}
 			case "sem-acquire":
-			{
-				InterProcessSemaphoreV2 s =
-					new InterProcessSemaphoreV2(client, w[2], Integer.parseInt(w[3]));
-				long ms = Long.parseLong(w[4]);
-				Lease lease = ms < 0 ? s.acquire() : s.acquire(ms, TimeUnit.MILLISECONDS);
-				if (lease == null)
-					return "timeout";
-				leases.put(tag, Collections.singletonList(lease));
-				return "ok";
-			}
+				return acquireLease(tag,
+									new InterProcessSemaphoreV2(client, w[2], Integer.parseInt(w[3])),
+									Long.parseLong(w[4]));
 			case "sem-acquire-qty":
 			{
 				InterProcessSemaphoreV2 s =
@@ -230,6 +255,10 @@ public class CuratorDriver
 				leases.put(tag, got);
 				return "ok";
 			}
+			case "sem-acquire-count":
+				return acquireLease(tag,
+									new InterProcessSemaphoreV2(client, w[2], size(w[3])),
+									Long.parseLong(w[4]));
 			case "sem-release":
 			{
 				Collection<Lease> got = leases.remove(tag);
@@ -418,6 +447,8 @@ public class CuratorDriver
 		for (LeaderLatch l : latches.values())
 			l.close();
 		for (SharedCount c : counts.values())
+			c.close();
+		for (SharedCount c : sizes.values())
 			c.close();
 		for (ExecutorService t : threads.values())
 			t.shutdownNow();

@@ -665,6 +665,35 @@ sub example_file
 
 =pod
 
+=item ZkLockTest::doc_block($page, $name, $from => $to, ...)
+
+The fenced block of C<$page> (a path below the top of the tree, e.g.
+C<docs/tls.md>) right after the line C<< <!-- docs-block: $name --> >>,
+with each C<$from> replaced by its C<$to>, in order.  Dies when there is
+no such block or a C<$from> is not in it, so that a change of the page
+shows in its test.  Replace only what a reader adapts too: ports, paths,
+file names.
+
+=cut
+
+sub doc_block
+{
+	my ($page, $name, @replace) = @_;
+	my $text = slurp_file("$SRC_DIR/$page");
+	$text =~ /^<!-- docs-block: \Q$name\E -->\n```\w*\n(.*?)^```$/ms
+	  or croak "$page has no block \"$name\"";
+	my $block = $1;
+	while (my ($from, $to) = splice(@replace, 0, 2))
+	{
+		index($block, $from) >= 0
+		  or croak "block \"$name\" of $page does not contain \"$from\"";
+		$block =~ s/\Q$from\E/$to/g;
+	}
+	return $block;
+}
+
+=pod
+
 =back
 
 =head1 LOOKING INTO ZOOKEEPER

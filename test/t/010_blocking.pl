@@ -113,7 +113,7 @@ is( $node->safe_psql(
 		'postgres',
 		"SELECT wait_event_type, wait_event, state FROM pg_stat_activity WHERE pid = "
 		  . $s2->pid),
-	'Extension|Extension|active',
+	'Extension|' . ($node->pg_version >= 17 ? 'ZklockLock' : 'Extension') . '|active',
 	'waiter shows wait_event_type Extension in pg_stat_activity');
 ok(!$s2->done, 'waiter still waits once its node exists');
 

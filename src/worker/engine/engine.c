@@ -618,6 +618,7 @@ free_part(ZkPart *p)
 {
 	close_part(p);
 	unwatch(p);
+	side_unwatch(p);
 	own_unwatch(p);
 	p->dead = true;
 	settle_leaving(p);
@@ -658,6 +659,7 @@ zk_part_drop(ZkPart *p)
 {
 	close_part(p);
 	own_unwatch(p);				/* the delete of our node fires it */
+	side_unwatch(p);
 	p->dropping = true;
 	unretain(p);
 	/* a watch on our node's parent: the delete of our node fires it */
@@ -795,8 +797,8 @@ advance(ZkPart *p)
 			own_watch(p);		/* a holder's, if it has none */
 			if (!p->checked)
 				d->begin(p);	/* the driver's check, again */
-			else if (p->need_eval)
-				seq_list(p);
+			if (p->checked && p->need_eval)
+				seq_list(p);	/* (a check may need no call) */
 			break;
 		case NODE_CREATING:
 		case NODE_DELETING:
@@ -852,6 +854,8 @@ new_request(int id)
 	p = new_part(d, e->name);
 	p->arg = e->arg;
 	p->targ = e->targ;
+	if (e->count[0] != '\0')
+		p->extra = MemoryContextStrdup(engine_context, e->count);
 	p->need_eval = true;
 	attach(p, id);
 	advance(p);
@@ -979,6 +983,16 @@ watch_answered(ZkCall *c)
 			if (c->watch_epoch == watch_epoch)
 				own_watch_set(p);
 		}
+		else if (c->side)
+		{
+			/*
+			 * A side watch is not taken on: a part whose interest a fire
+			 * took makes its check again (see watches.c)
+			 */
+			watch_at_client(&key);
+			if (!watch_wanted(&key))
+				remove_watch(&key);
+		}
 		else
 		{
 			watch_at_client(&key);
@@ -1026,9 +1040,11 @@ static void
 process_fired(ZkFired *f)
 {
 	dlist_head	woken;
+	dlist_head	side_woken;
 	ZkPart	   *owner = f->data ? own_watch_fired(f->path) : NULL;
 
 	dlist_init(&woken);
+	dlist_init(&side_woken);
 	for (int children = 0; children <= 1; children++)
 	{
 		ZkWatchKey	key;
@@ -1044,6 +1060,8 @@ process_fired(ZkFired *f)
 		/* the watch is spent: take its parts, then let them set new ones */
 		while (!dlist_is_empty(&w->parts))
 			dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
+		while (!dlist_is_empty(&w->side_parts))
+			dlist_push_tail(&side_woken, dlist_pop_head_node(&w->side_parts));
 		watch_spent(w);
 	}
 
@@ -1073,6 +1091,20 @@ process_fired(ZkFired *f)
 		if (p->driver->fired && !p->dead)
 			p->driver->fired(p);
 		if (p->group >= 0 || p->holds || has_entries(p) || p->dropping)
+			advance(p);
+	}
+
+	/* what a part's check read changed: it checks again, then decides */
+	while (!dlist_is_empty(&side_woken))
+	{
+		ZkPart	   *p = dlist_container(ZkPart, side_link,
+										dlist_pop_head_node(&side_woken));
+
+		pfree(p->side_path);
+		p->side_path = NULL;
+		p->checked = false;
+		p->need_eval = true;
+		if (has_entries(p) || p->dropping)
 			advance(p);
 	}
 }
@@ -1396,6 +1428,12 @@ zk_engine_session_lost(const char *why)
 			dlist_delete(&p->watch_link);
 			pfree(p->watch_path);
 			p->watch_path = NULL;
+		}
+		if (p->side_path)
+		{
+			dlist_delete(&p->side_link);
+			pfree(p->side_path);
+			p->side_path = NULL;
 		}
 		if (p->group >= 0 && !p->dropping && !p->dead)
 		{

@@ -192,6 +192,14 @@ struct ZkPart
 	bool		watch_children;
 	bool		watch_fired;	/* it fired and the part set none since */
 
+	/*
+	 * A data watch, beside that one, on a node the driver's check (begin)
+	 * reads while the part waits: a semaphore's shared count.  When it
+	 * fires the check is made again before the part decides (watches.c).
+	 */
+	char	   *side_path;
+	dlist_node	side_link;
+
 	/* for the driver */
 	int			step;			/* where a driver's protocol is */
 	int			count;			/* a driver's counter */
@@ -321,6 +329,10 @@ extern bool zk_lock_family_holds(const ZkNodeRef *nodes, int n, int i);
 #define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
 extern void zk_claim_list_step(ZkPart *p, const ZkResult *r);
 
+/* a shared count's value as a read found it (worker/recipes/shared_count.c) */
+extern bool zk_count_decode(ZkPart *p, const ZkResult *r, int32 seed,
+							int32 *value);
+
 /* the leader latch's finding of a group's leader, for listings */
 extern void zk_leader_list_step(ZkPart *p, const ZkResult *r);
 
@@ -332,6 +344,7 @@ extern void zk_call_create(ZkPart *p, int tag, const char *path,
 						   const char *data, int mode, bool parents);
 extern void zk_call_list(ZkPart *p, int tag, const char *path, bool watch);
 extern void zk_call_get(ZkPart *p, int tag, const char *path, bool watch);
+extern void zk_call_get_side(ZkPart *p, int tag, const char *path);
 extern void zk_call_exists(ZkPart *p, int tag, const char *path);
 extern void zk_call_exists_watch(ZkPart *p, int tag, const char *path);
 extern void zk_call_delete(ZkPart *p, int tag, const char *path, int version);

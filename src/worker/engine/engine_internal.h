@@ -65,6 +65,7 @@ typedef struct ZkCall
 	bool		watched;		/* asks the server for a watch */
 	bool		watch_set;		/* ... and the server set it */
 	bool		own;			/* the data watch on our own node */
+	bool		side;			/* the part's side watch */
 	uint32		watch_epoch;	/* watched: watch_epoch when sent */
 	TimestampTz sent_at;		/* a listing: when it was sent */
 
@@ -106,6 +107,8 @@ typedef struct ZkWatch
 {
 	ZkWatchKey	key;
 	dlist_head	parts;			/* parts relying on it (ZkPart.watch_link) */
+	dlist_head	side_parts;		/* parts relying on it as their side watch
+								 * (ZkPart.side_link; data watches only) */
 	bool		at_client;		/* the client holds it (a call set it, and
 								 * it has not fired, been removed or been
 								 * dropped since): kept until then, wanted
@@ -198,6 +201,8 @@ extern void watch(ZkPart *p, const char *path, bool children);
 extern void remove_watch(const ZkWatchKey *key);
 extern void unwatch(ZkPart *p);
 extern void unwatch_ex(ZkPart *p, bool tell_server);
+extern void side_watch(ZkPart *p, const char *path);
+extern void side_unwatch(ZkPart *p);
 extern void own_watch(ZkPart *p);
 extern void own_unwatch(ZkPart *p);
 extern void own_watch_set(ZkPart *p);

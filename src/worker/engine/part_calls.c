@@ -213,6 +213,21 @@ zk_call_get(ZkPart *p, int tag, const char *path, bool with_watch)
 		queue_call(c);
 }
 
+/*
+ * getData with the part's side watch on path (see watches.c): the driver's
+ * check reads what it watches.
+ */
+void
+zk_call_get_side(ZkPart *p, int tag, const char *path)
+{
+	ZkCall	   *c = new_call(p, ZKC_GET, tag, path);
+
+	side_watch(p, path);
+	c->side = true;
+	watch_call_sent(c, false);
+	queue_call(c);
+}
+
 void
 zk_call_exists(ZkPart *p, int tag, const char *path)
 {

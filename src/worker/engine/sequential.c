@@ -163,6 +163,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 			note_contenders(p, nodes, n, self);
 		else
 			unwatch(p);
+		side_unwatch(p);
 		own_watch(p);
 		zk_part_grant(p);
 		if (p->cohort && !p->dead)

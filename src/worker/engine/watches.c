@@ -11,6 +11,13 @@
  * watch fires, every part that relied on it looks again (process_fired,
  * engine.c); the watches die with the session (zk_engine_session_lost).
  *
+ * A waiting part may rely on a second watch, its side watch (a data watch
+ * on a node its driver's check reads: a semaphore's shared count), in the
+ * same registry: it is on the entry's side_parts rather than its parts.
+ * When it fires, or is forgotten with the session's watches, the part
+ * makes its check again (ZkPart.checked) before it decides, and that
+ * check sets the watch again.
+ *
  * The data watch on a holder's own node is not in the registry: its path
  * is the part's node, which nobody else has, so the part itself says
  * whether it relies on the watch and whether the client holds it, and a
@@ -121,6 +128,7 @@ watch_entry(const ZkWatchKey *key)
 	{
 		own_key(&w->key);
 		dlist_init(&w->parts);
+		dlist_init(&w->side_parts);
 		w->at_client = false;
 		pg_atomic_fetch_add_u32(&zk_shared->n_watches, 1);
 	}
@@ -131,7 +139,7 @@ watch_entry(const ZkWatchKey *key)
 static bool
 wanted(ZkWatch *w)
 {
-	return !dlist_is_empty(&w->parts);
+	return !dlist_is_empty(&w->parts) || !dlist_is_empty(&w->side_parts);
 }
 
 bool
@@ -229,6 +237,15 @@ forget_watches(void)
 			pfree(p->watch_path);
 			p->watch_path = NULL;
 			p->watch_fired = false;
+		}
+		while (!dlist_is_empty(&w->side_parts))
+		{
+			ZkPart	   *p = dlist_container(ZkPart, side_link,
+											dlist_pop_head_node(&w->side_parts));
+
+			pfree(p->side_path);
+			p->side_path = NULL;
+			p->checked = false; /* its check sets the watch again */
 		}
 		remove_key(watches, &w->key);
 	}
@@ -386,6 +403,40 @@ unwatch_ex(ZkPart *p, bool tell_server)
 		remove_watch(&key);
 	pfree(p->watch_path);
 	p->watch_path = NULL;
+}
+
+/* Register the part's interest in its side watch, a data watch on path. */
+void
+side_watch(ZkPart *p, const char *path)
+{
+	ZkWatchKey	key;
+	ZkWatch    *w;
+
+	if (p->side_path && strcmp(p->side_path, path) == 0)
+		return;
+	side_unwatch(p);
+	key.path = path;
+	key.children = false;
+	w = watch_entry(&key);
+	dlist_push_tail(&w->side_parts, &p->side_link);
+	p->side_path = MemoryContextStrdup(engine_context, path);
+}
+
+/* The part no longer needs its side watch (as unwatch()). */
+void
+side_unwatch(ZkPart *p)
+{
+	ZkWatchKey	key;
+
+	if (p->side_path == NULL)
+		return;
+	key.path = p->side_path;
+	key.children = false;
+	dlist_delete(&p->side_link);
+	if (watch_unused(&key))
+		remove_watch(&key);
+	pfree(p->side_path);
+	p->side_path = NULL;
 }
 
 /*

@@ -24,6 +24,20 @@
  * back when one does not.  Curator's own acquire(qty) takes the entry
  * mutex once per lease instead; both keep to the same protocol.
  *
+ * A semaphore sized by a shared count (Curator's
+ * InterProcessSemaphoreV2(client, path, SharedCountReader)): the lease's
+ * request names the count (ZkPart.extra), and max_leases is the count's
+ * value (ZkPart.arg), read before the part decides, with a watch (the
+ * part's side watch, worker/engine/watches.c) while it waits: a change of
+ * the count wakes it at once, and it reads the count again before it
+ * decides again.  As in Curator, only waiting leases look at the count:
+ * leases that hold keep holding when it drops, and a count below 1 admits
+ * nobody.  The nodes are Curator's: the count is its own node
+ * (recipes/shared_count.c), the semaphore's children are as above.  A
+ * count that is not there fails the lease with 22023, one that is not 4
+ * bytes with 22P02 (the backend read it before, so these are a count
+ * deleted or spoiled while the lease waits).
+ *
  * The SQL side is backend/lock.c (zk_semaphore_*), composed by
  * backend/holdings.c.
  *
@@ -45,6 +59,63 @@ lease_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 	return n <= p->arg ? ZK_HOLDS : ZK_WATCH_CHILDREN;
 }
 
+/* tag of the read of the shared count */
+#define T_COUNT		1
+
+/* The check: none for a lease of a fixed max_leases. */
+static bool
+lease_precheck(ZkPart *p, const ZkResult *r)
+{
+	return p->extra == NULL;
+}
+
+/*
+ * Read the shared count, with the side watch.  The engine also runs the
+ * check again after a reconnect or a lost create's reply (advance), before
+ * any listing said whether one is needed: a lease of a fixed max_leases
+ * needs none.
+ */
+static void
+lease_begin(ZkPart *p)
+{
+	char		path[ZK_PATH_MAX];
+
+	if (p->extra == NULL)
+	{
+		p->checked = true;
+		return;
+	}
+	zk_path(path, sizeof(path), p->extra, "");
+	zk_call_get_side(p, T_COUNT, path);
+}
+
+static void
+lease_step(ZkPart *p, const ZkResult *r)
+{
+	int32		value;
+
+	if (r == NULL || r->tag != T_COUNT || p->dropping || p->holds)
+		return;
+	if (r->rc == ZNONODE)
+		zk_part_fail(p, ERRCODE_INVALID_PARAMETER_VALUE,
+					 "Its shared count \"%s\" does not exist (no node \"%s\").",
+					 p->extra, r->path);
+	else if (r->rc != ZOK)
+	{
+		/* a connection loss: read again once connected */
+		if (!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
+			zk_part_fail(p, zk_refusal_errcode(r->rc),
+						 "ZooKeeper refused to read its shared count \"%s\": %s.",
+						 p->extra, zerror(r->rc));
+	}
+	else if (zk_count_decode(p, r, 0, &value) && p->side_path != NULL)
+	{
+		/* (without the watch, which a fire took meanwhile: read again) */
+		p->arg = value;
+		p->checked = true;
+	}
+}
+
 const ZkDriver zk_semaphore_driver = {
 	.kind = ZK_KIND_SEMAPHORE,
 	.suffix = ZK_SUFFIX_LEASES,
@@ -52,4 +123,7 @@ const ZkDriver zk_semaphore_driver = {
 	.watch_children = true,
 	.counts = lease_counts,
 	.decide = lease_decide,
+	.begin = lease_begin,
+	.precheck = lease_precheck,
+	.step = lease_step,
 };

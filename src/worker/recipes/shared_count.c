@@ -16,8 +16,9 @@
  * Each request is a one-shot part of its own, ending with zk_part_done:
  *
  *	- read (arg: the seed) gets the node; when there is none it creates it
- *	  with the seed, as Curator's start() does.  Its result is the value
- *	  and version (count_result).
+ *	  with the seed, as Curator's start() does, or with targ set (the read
+ *	  before a semaphore sized by the count) fails with 22023.  Its result
+ *	  is the value and version (count_result).
  *	- set (arg: the value) reads the node and sets it at the version read
  *	  (again if someone wrote in between), creating it when absent: so it
  *	  never overwrites a node that is not a count.  Result: value and new
@@ -111,15 +112,15 @@ encode(int32 value, char *buf)
 }
 
 /*
- * The value a read found, or false (the part failed) when the node is not
- * a count.  An empty persistent node that never had children is a count
+ * The value a read found (the seed for an empty node, see below), or false
+ * (the part failed) when the node is not a count.  An empty persistent node that never had children is a count
  * Kazoo's Counter made (its ensure_path) and has not written yet, which
  * Kazoo reads as its default: it reads as the request's seed, and is
  * written at its version like any other.  A lock's or semaphore's parent
  * is empty too, but has or had children.
  */
-static bool
-decode(ZkPart *p, const ZkResult *r, int32 *value)
+bool
+zk_count_decode(ZkPart *p, const ZkResult *r, int32 seed, int32 *value)
 {
 	const unsigned char *d = (const unsigned char *) r->data;
 
@@ -127,8 +128,7 @@ decode(ZkPart *p, const ZkResult *r, int32 *value)
 		r->stat.ephemeralOwner == 0 && r->stat.numChildren == 0 &&
 		r->stat.cversion == 0)
 	{
-		*value = (p->driver->kind == ZK_KIND_COUNT_ADD) ?
-			(int32) p->targ : p->arg;
+		*value = seed;
 		return true;
 	}
 	if (r->data == NULL || r->datalen != COUNT_BYTES)
@@ -141,6 +141,13 @@ decode(ZkPart *p, const ZkResult *r, int32 *value)
 	*value = (int32) (((uint32) d[0] << 24) | ((uint32) d[1] << 16) |
 					  ((uint32) d[2] << 8) | (uint32) d[3]);
 	return true;
+}
+
+static bool
+decode(ZkPart *p, const ZkResult *r, int32 *value)
+{
+	return zk_count_decode(p, r, p->driver->kind == ZK_KIND_COUNT_ADD ?
+						   (int32) p->targ : p->arg, value);
 }
 
 /*
@@ -265,7 +272,12 @@ count_absent(ZkPart *p)
 			send_create(p, T_SEED, (int32) p->targ);
 			break;
 		default:
-			send_create(p, T_SEED, p->arg);
+			if (p->targ != 0)
+				zk_part_fail(p, ERRCODE_INVALID_PARAMETER_VALUE,
+							 "Shared count \"%s\" does not exist (no node \"%s\").",
+							 p->name, p->parent);
+			else
+				send_create(p, T_SEED, p->arg);
 			break;
 	}
 }
