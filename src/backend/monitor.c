@@ -53,8 +53,12 @@ static const char *const kind_labels[ZK_NUM_KINDS] = {
 
 /*
  * What zk_locks shows of an entry, copied under the lock: only the entries
- * in use, each with its name sized to the name, so that a call costs what
+ * in use, each with its strings sized to them, so that a call costs what
  * it returns, not zklock.max_locks, and holds the lock only that long.
+ * Small on purpose: with fixed-size node names (two of ZK_NODE_MAX) and an
+ * array doubled as it filled, 10,000 holdings made about 4 MB of fresh
+ * memory per call, each of its pages a page fault, which cost more than
+ * the rows (bench/scale).
  */
 typedef struct ZkLockCopy
 {
@@ -70,48 +74,103 @@ typedef struct ZkLockCopy
 	TimestampTz granted_at;
 	TimestampTz requested_at;
 	char	   *name;
-	char		node[ZK_NODE_MAX];
-	char		waiting_on[ZK_NODE_MAX];
+	char	   *node;			/* NULL if none */
+	char	   *waiting_on;		/* NULL if none */
 } ZkLockCopy;
 
-/* One row of zk_locks for a copied entry and one of its scopes. */
+/*
+ * The copies' strings, packed one after the other in blocks of 64 kB
+ * (pstrdup would give each its own chunk, rounded up to a power of two,
+ * with a header).
+ */
+typedef struct ZkStrings
+{
+	char	   *next;
+	Size		left;
+} ZkStrings;
+
+#define ZK_STRINGS_BLOCK	(64 * 1024)
+
+/* A copy of s in the block, or NULL if s is empty and may be. */
+static char *
+copy_string(ZkStrings *st, const char *s, bool empty_is_null)
+{
+	Size		len = strlen(s) + 1;
+	char	   *copy;
+
+	if (len == 1 && empty_is_null)
+		return NULL;
+	if (len > st->left)
+	{
+		st->left = Max(len, ZK_STRINGS_BLOCK);
+		st->next = palloc(st->left);
+	}
+	copy = st->next;
+	memcpy(copy, s, len);
+	st->next += len;
+	st->left -= len;
+	return copy;
+}
+
+/*
+ * The text values every row picks from (made once per call, not once per
+ * row): the database's name, the kinds, the scopes, the states.
+ */
+typedef struct ZkLockLabels
+{
+	Datum		dbname;			/* 0 if none */
+	Datum		kinds[ZK_NUM_KINDS];
+	Datum		session;
+	Datum		transaction;
+	Datum		releasing;
+	Datum		held;
+	Datum		lost;
+	Datum		waiting;
+} ZkLockLabels;
+
 static void
-put_lock_row(ReturnSetInfo *rsinfo, ZkLockCopy *e, const char *dbname,
-			 const char *scope, int count)
+make_labels(ZkLockLabels *l)
+{
+	l->dbname = 0;
+	for (int k = 0; k < ZK_NUM_KINDS; k++)
+		l->kinds[k] = CStringGetTextDatum(kind_labels[k] ? kind_labels[k] : "?");
+	l->session = CStringGetTextDatum("session");
+	l->transaction = CStringGetTextDatum("transaction");
+	l->releasing = CStringGetTextDatum("releasing");
+	l->held = CStringGetTextDatum("held");
+	l->lost = CStringGetTextDatum("lost");
+	l->waiting = CStringGetTextDatum("waiting");
+}
+
+/* One row of zk_locks for a copied entry and one of its scopes (0: none). */
+static void
+put_lock_row(ReturnSetInfo *rsinfo, ZkLockCopy *e, const ZkLockLabels *l,
+			 Datum scope, int count)
 {
 	Datum		values[ZK_LOCKS_COLS];
 	bool		nulls[ZK_LOCKS_COLS] = {0};
-	const char *state;
-
-	if (e->released)
-		state = "releasing";
-	else if (e->state == ZKE_HELD)
-		state = "held";
-	else if (e->state == ZKE_LOST)
-		state = "lost";
-	else
-		state = "waiting";
 
 	values[0] = Int32GetDatum(e->owner_pid);
-	if (dbname)
-		values[1] = CStringGetTextDatum(dbname);
-	else
-		nulls[1] = true;
+	values[1] = l->dbname;
+	nulls[1] = l->dbname == 0;
 	values[2] = CStringGetTextDatum(e->name);
-	values[3] = CStringGetTextDatum(kind_labels[e->kind] ? kind_labels[e->kind] : "?");
-	if (scope)
-	{
-		values[4] = CStringGetTextDatum(scope);
-		values[6] = Int32GetDatum(count);
-	}
+	values[3] = l->kinds[e->kind];
+	values[4] = scope;
+	values[6] = Int32GetDatum(count);
+	nulls[4] = nulls[6] = scope == 0;
+	if (e->released)
+		values[5] = l->releasing;
+	else if (e->state == ZKE_HELD)
+		values[5] = l->held;
+	else if (e->state == ZKE_LOST)
+		values[5] = l->lost;
 	else
-		nulls[4] = nulls[6] = true;
-	values[5] = CStringGetTextDatum(state);
+		values[5] = l->waiting;
 	if (e->state == ZKE_HELD && !e->released && e->token != 0)
 		values[7] = Int64GetDatum(e->token);
 	else
 		nulls[7] = true;
-	if (e->node[0])
+	if (e->node)
 	{
 		char		path[ZK_PATH_MAX];
 		int			len = zk_path(path, sizeof(path), e->name,
@@ -124,7 +183,7 @@ put_lock_row(ReturnSetInfo *rsinfo, ZkLockCopy *e, const char *dbname,
 		nulls[8] = true;
 	values[9] = TimestampTzGetDatum(e->state == ZKE_HELD ? e->granted_at :
 									e->requested_at);
-	if (e->waiting_on[0] && e->state == ZKE_PENDING)
+	if (e->waiting_on && e->state == ZKE_PENDING)
 		values[10] = CStringGetTextDatum(e->waiting_on);
 	else
 		nulls[10] = true;
@@ -138,16 +197,20 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ZkLockCopy *copies;
-	int			size = 64;
 	int			n = 0;
 	dlist_iter	it;
 	Oid			last_db = InvalidOid;
-	char	   *dbname = NULL;
+	ZkLockLabels labels;
+	ZkStrings	strings = {0};
+	MemoryContext row_context;
+	MemoryContext old_context;
 
 	zk_check_preloaded();
 	InitMaterializedSRF(fcinfo, 0);
+	make_labels(&labels);
 
-	copies = palloc(sizeof(ZkLockCopy) * size);
+	/* room for every entry; only the pages filled are ever touched */
+	copies = palloc(sizeof(ZkLockCopy) * zk_shared->num_entries);
 	LWLockAcquire(zk_shared->lock, LW_SHARED);
 	dlist_foreach(it, &zk_shared->used_entries)
 	{
@@ -165,11 +228,6 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 			(e->state == ZKE_DONE && e->released && e->node[0] == '\0') ||
 			(e->state == ZKE_LOST && e->released))
 			continue;
-		if (n == size)
-		{
-			size *= 2;
-			copies = repalloc(copies, sizeof(ZkLockCopy) * size);
-		}
 		c = &copies[n++];
 		c->owner_pid = e->owner_pid;
 		c->database = e->database;
@@ -182,12 +240,19 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 		c->token = e->token;
 		c->granted_at = e->granted_at;
 		c->requested_at = e->requested_at;
-		c->name = pstrdup(e->name);
-		memcpy(c->node, e->node, sizeof(c->node));
-		memcpy(c->waiting_on, e->waiting_on, sizeof(c->waiting_on));
+		c->name = copy_string(&strings, e->name, false);
+		c->node = copy_string(&strings, e->node, true);
+		c->waiting_on = copy_string(&strings, e->waiting_on, true);
 	}
 	LWLockRelease(zk_shared->lock);
 
+	/*
+	 * A row's text values live until the tuplestore has copied them: made
+	 * in a context reset after every row, they take the same memory each
+	 * time, instead of fresh pages for every row of a large answer.
+	 */
+	row_context = AllocSetContextCreate(CurrentMemoryContext, "zk_locks row",
+										ALLOCSET_SMALL_SIZES);
 	for (int i = 0; i < n; i++)
 	{
 		ZkLockCopy *e = &copies[i];
@@ -195,16 +260,23 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 		if (e->database != last_db)
 		{
 			/* one catalog lookup per run of entries of a database */
+			char	   *dbname;
+
 			last_db = e->database;
 			dbname = OidIsValid(last_db) ? get_database_name(last_db) : NULL;
+			labels.dbname = dbname ? CStringGetTextDatum(dbname) : 0;
 		}
+		old_context = MemoryContextSwitchTo(row_context);
 		if (e->session_count > 0)
-			put_lock_row(rsinfo, e, dbname, "session", e->session_count);
+			put_lock_row(rsinfo, e, &labels, labels.session, e->session_count);
 		if (e->xact_count > 0)
-			put_lock_row(rsinfo, e, dbname, "transaction", e->xact_count);
+			put_lock_row(rsinfo, e, &labels, labels.transaction, e->xact_count);
 		if (e->session_count == 0 && e->xact_count == 0)
-			put_lock_row(rsinfo, e, dbname, NULL, 0);	/* waiting or releasing */
+			put_lock_row(rsinfo, e, &labels, 0, 0);	/* waiting or releasing */
+		MemoryContextSwitchTo(old_context);
+		MemoryContextReset(row_context);
 	}
+	MemoryContextDelete(row_context);
 	return (Datum) 0;
 }
 

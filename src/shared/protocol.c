@@ -81,6 +81,21 @@ typedef struct ZkGivenUp
 static ZkGivenUp *given_up = NULL;
 static int	ngiven_up = 0;
 
+/*
+ * zklock.trace_hops: when this backend's wait last returned, and the last
+ * traced release it has not logged yet.
+ */
+static ZkMono hop_woke = 0;
+static ZkGivenUp hop_release = {-1, 0};
+
+/* A traced hop of entry e starts: it is queued now.  Lock held. */
+static void
+zk_hop_start(ZkEntry *e)
+{
+	memset(e->hop, 0, sizeof(e->hop));
+	e->hop[ZK_HOP_QUEUED] = zk_mono_now();
+}
+
 static void zk_sleep(long wait_ms, ZkKind kind);
 
 static Size
@@ -192,6 +207,12 @@ static void
 zk_release_locked(ZkEntry *e)
 {
 	e->released = true;
+	if (unlikely(e->trace))
+	{
+		zk_hop_start(e);
+		hop_release.id = e - zk_shared->entries;
+		hop_release.generation = e->generation;
+	}
 	zk_queue_locked(e);
 	if (e->state == ZKE_DONE)
 		return;					/* a one-shot answer: freed at once, no node */
@@ -322,6 +343,9 @@ zk_request(const ZkRequest *req, uint32 *generation)
 	e->waiting_on[0] = '\0';
 	e->session_count = 0;
 	e->xact_count = 0;
+	e->trace = zklock_trace_hops;
+	if (unlikely(e->trace))
+		zk_hop_start(e);
 	*generation = e->generation;
 	zk_queue_locked(e);
 	LWLockRelease(zk_shared->lock);
@@ -397,6 +421,50 @@ zk_release_may_complete_locked(void)
 }
 
 /*
+ * zklock.trace_hops: log the steps of the hop of entry id that ends now
+ * (what: "request" or "release"), one LOG line of the microseconds from
+ * each step to the next ("-" for a step it did not go through, such as
+ * ZooKeeper for a local hand-off, or a worker already awake), in the order
+ * of ZkHopStep.  bench/run sums them up (docs/benchmark.md).
+ */
+static void
+zk_hop_log(int id, uint32 generation, const char *what)
+{
+	ZkEntry    *e = ZK_ENTRY(id);
+	int64		hop[ZK_HOP_STEPS];
+	bool		ours;
+	ZkMono		now = zk_mono_now();
+	ZkMono		prev;
+	StringInfoData buf;
+
+	LWLockAcquire(zk_shared->lock, LW_SHARED);
+	ours = e->generation == generation && e->trace;
+	memcpy(hop, e->hop, sizeof(hop));
+	LWLockRelease(zk_shared->lock);
+	if (!ours || hop[ZK_HOP_LATCH_SET] == 0)
+		return;					/* the entry serves another request now */
+	hop[ZK_HOP_BACKEND_WOKE] = hop_woke >= hop[ZK_HOP_LATCH_SET] ? hop_woke : now;
+	hop[ZK_HOP_RETURNED] = now;
+
+	initStringInfo(&buf);
+	prev = hop[ZK_HOP_QUEUED];
+	for (int step = ZK_HOP_QUEUED + 1; step < ZK_HOP_STEPS; step++)
+	{
+		if (hop[step] == 0 || hop[step] < prev)
+			appendStringInfoString(&buf, " -");
+		else
+		{
+			appendStringInfo(&buf, " %lld", (long long) (hop[step] - prev));
+			prev = hop[step];
+		}
+	}
+	ereport(LOG,
+			(errmsg_internal("zklock hop %s:%s", what, buf.data),
+			 errhidestmt(true), errhidecontext(true)));
+	pfree(buf.data);
+}
+
+/*
  * Wait until the worker is done with every entry this backend gave up:
  * their nodes are deleted in ZooKeeper, or serve another request of the
  * instance that the lock passed to.  So when a release, a failed no-wait
@@ -437,6 +505,8 @@ zk_await_released(bool interruptible)
 		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
 					  100, zk_wait_event(ZK_WAIT_RELEASE)) & WL_POSTMASTER_DEATH)
 			break;
+		if (unlikely(zklock_trace_hops))
+			hop_woke = zk_mono_now();
 		ResetLatch(MyLatch);
 		if (interruptible)
 		{
@@ -447,6 +517,11 @@ zk_await_released(bool interruptible)
 		}
 	}
 	ngiven_up = 0;
+	if (unlikely(hop_release.id >= 0))
+	{
+		zk_hop_log(hop_release.id, hop_release.generation, "release");
+		hop_release.id = -1;
+	}
 }
 
 /*
@@ -718,6 +793,8 @@ zk_sleep(long wait_ms, ZkKind kind)
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 Max(Min(wait_ms, 1000), 1),
 					 zk_wait_event(zk_kind_wait_event(kind)));
+	if (unlikely(zklock_trace_hops))
+		hop_woke = zk_mono_now();
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 }
@@ -860,6 +937,8 @@ zk_wait(int id, uint32 generation, TimestampTz deadline)
 	/* given up: answer once its node is gone (lock_timeout is not for that) */
 	if (result == ZKE_WOULD_BLOCK || result == ZKE_LOST || result == ZKE_PENDING)
 		zk_await_released(true);
+	else if (unlikely(e->trace))
+		zk_hop_log(id, generation, "request");
 	return result;
 }
 

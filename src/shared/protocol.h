@@ -97,6 +97,29 @@ typedef enum ZkAskState
 								 * a write of it was sent (it may have been
 								 * applied), else a fresh start */
 
+/*
+ * The steps of one hop, a request or the release of an entry, timed on the
+ * monotonic clock when the requester has zklock.trace_hops on (the
+ * setting is read once per request; with it off nothing below is read or
+ * written).  The backend logs the differences when the hop returns
+ * (protocol.c); docs/benchmark.md, "Where a hop's time goes".
+ */
+typedef enum ZkHopStep
+{
+	ZK_HOP_QUEUED = 0,			/* the backend queued it (then sets the
+								 * worker's latch) */
+	ZK_HOP_WORKER_WOKE,			/* the worker's wait returned, in the turn
+								 * that took it */
+	ZK_HOP_TAKEN,				/* the worker took it off the queue */
+	ZK_HOP_HANDED,				/* that turn's calls handed to the client */
+	ZK_HOP_WRITTEN,				/* ... and pushed out of the socket */
+	ZK_HOP_READ,				/* the replies that decided it were read */
+	ZK_HOP_LATCH_SET,			/* the worker set the backend's latch */
+	ZK_HOP_BACKEND_WOKE,		/* the backend's wait returned */
+	ZK_HOP_RETURNED,			/* the backend returns */
+	ZK_HOP_STEPS
+} ZkHopStep;
+
 typedef struct ZkEntry
 {
 	dlist_node	link;			/* free list or worker queue */
@@ -146,6 +169,10 @@ typedef struct ZkEntry
 	/* written by the owner, for the zk_locks view */
 	int			session_count;	/* session-scope acquisitions */
 	int			xact_count;		/* transaction-scope acquisitions */
+
+	/* zklock.trace_hops: the current hop's steps (ZkHopStep), 0 if not yet */
+	bool		trace;
+	int64		hop[ZK_HOP_STEPS];
 } ZkEntry;
 
 /*
@@ -296,6 +323,23 @@ extern int	zk_read_rows(int id, uint32 generation, ZkRow **rows);
 extern int	zk_list(const char *name, int what, ZkRow **rows);
 
 /* worker side (worker/reply.c) */
+
+/*
+ * The times of the worker's current turn, for traced hops: its wait
+ * returned, the replies read, the calls handed to the client.  Only
+ * stamped once the worker has seen a traced request (zk_hop_tracing).
+ */
+typedef struct ZkHopTurn
+{
+	int64		woke;
+	int64		read;
+	int64		handed;
+} ZkHopTurn;
+
+extern bool zk_hop_tracing;
+extern ZkHopTurn zk_hop_turn;
+extern void zk_hop_sent(const int *ids, int n, int64 written);
+extern void zk_defer_wakes(bool on);
 extern int	zk_take_queue(int *ids, int max);
 extern void zk_set_outcome(int id, ZkEntryState state, int sqlerrcode,
 						   const char *fmt,...) pg_attribute_printf(4, 5);

@@ -40,6 +40,7 @@ char	   *zklock_leader_groups = NULL;
 int			zklock_claim_retention = 7 * 24 * 3600;
 bool		zklock_session_locks = true;
 char	   *zklock_allowed_names = NULL;
+bool		zklock_trace_hops = false;
 
 /* Length of a digest identity's hash: base64 of a SHA-1. */
 #define DIGEST_HASH_LEN		28
@@ -318,5 +319,13 @@ zk_define_settings(void)
 							   PGC_SUSET,
 							   GUC_LIST_INPUT,
 							   zk_check_patterns, NULL, NULL);
+	DefineCustomBoolVariable("zklock.trace_hops",
+							 "Logs where the time of each request and release of the session went, step by step.",
+							 "One LOG line per hop with the microseconds between its steps (see docs/benchmark.md); for benchmarks, not for production.",
+							 &zklock_trace_hops,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("zklock");
 }

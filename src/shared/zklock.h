@@ -122,6 +122,7 @@ extern char *zklock_leader_groups;
 extern int	zklock_claim_retention;
 extern bool zklock_session_locks;
 extern char *zklock_allowed_names;
+extern bool zklock_trace_hops;
 
 extern void zk_define_settings(void);
 

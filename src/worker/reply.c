@@ -16,9 +16,56 @@
 
 #include "storage/dsm.h"
 #include "storage/proc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "shared/protocol.h"
+
+/*
+ * Traced hops (zklock.trace_hops, see ZkHopStep): once the worker has seen
+ * a traced request it stamps the times of every turn (zk_hop_turn: two or
+ * three readings of the monotonic clock a turn); until then, nothing.
+ */
+bool		zk_hop_tracing = false;
+ZkHopTurn	zk_hop_turn;
+
+/*
+ * A traced entry's outcome: the replies of this turn decided it, unless
+ * it was decided without ZooKeeper (a local hand-off) in the turn that
+ * took it; and its latch is about to be set.  Lock held.
+ */
+static void
+zk_hop_decided(ZkEntry *e)
+{
+	if (likely(!e->trace))
+		return;
+	if (zk_hop_turn.read > e->hop[ZK_HOP_TAKEN] && e->hop[ZK_HOP_TAKEN] != 0)
+		e->hop[ZK_HOP_READ] = zk_hop_turn.read;
+	e->hop[ZK_HOP_LATCH_SET] = zk_mono_now();
+}
+
+/*
+ * The turn that took the entries ids[0..n-1] has handed its calls to the
+ * client and pushed them out of the socket (at "written"): stamp the
+ * traced ones not decided yet.
+ */
+void
+zk_hop_sent(const int *ids, int n, int64 written)
+{
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n; i++)
+	{
+		ZkEntry    *e = ZK_ENTRY(ids[i]);
+
+		if (e->trace && e->hop[ZK_HOP_TAKEN] != 0 &&
+			e->hop[ZK_HOP_LATCH_SET] == 0 && e->hop[ZK_HOP_HANDED] == 0)
+		{
+			e->hop[ZK_HOP_HANDED] = zk_hop_turn.handed;
+			e->hop[ZK_HOP_WRITTEN] = written;
+		}
+	}
+	LWLockRelease(zk_shared->lock);
+}
 
 /* Take up to max ids off the worker queue.  Returns how many. */
 int
@@ -40,6 +87,12 @@ zk_take_queue(int *ids, int max)
 				now = GetCurrentTimestamp();
 			e->taken_at = now;
 		}
+		if (unlikely(e->trace) && e->hop[ZK_HOP_TAKEN] == 0)
+		{
+			zk_hop_tracing = true;
+			e->hop[ZK_HOP_WORKER_WOKE] = zk_hop_turn.woke;
+			e->hop[ZK_HOP_TAKEN] = zk_mono_now();
+		}
 		ids[n++] = e - zk_shared->entries;
 	}
 	LWLockRelease(zk_shared->lock);
@@ -53,11 +106,88 @@ zk_owner_locked(ZkEntry *e)
 	return e->released ? -1 : e->owner_procno;
 }
 
-static void
-zk_wake(int procno)
+/*
+ * The backends to wake when the worker's turn ends (zk_defer_wakes), in
+ * TopMemoryContext: room for two wakes per entry (an answer and the entry's
+ * end); a wake that finds no room is done at once.
+ */
+typedef struct ZkWake
 {
-	if (procno >= 0)
+	int			procno;
+	int			id;				/* the entry answered, for zk_hop_woken */
+} ZkWake;
+
+static ZkWake *deferred = NULL;
+static int	ndeferred = 0;
+static int	max_deferred = 0;
+static bool deferring = false;
+
+/* Wake the owner procno of entry e (none if procno < 0); lock not held. */
+static void
+zk_wake(int procno, ZkEntry *e)
+{
+	if (procno < 0)
+		return;
+	if (deferring && ndeferred < max_deferred)
+	{
+		deferred[ndeferred].procno = procno;
+		deferred[ndeferred].id = e - zk_shared->entries;
+		ndeferred++;
+	}
+	else
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * Traced hops woken at the end of a turn: their latch is set now (an entry
+ * decided in the turn has a latch time; one freed and taken again since
+ * is woken in this pass too, or not decided yet).
+ */
+static void
+zk_hop_woken(void)
+{
+	ZkMono		now = zk_mono_now();
+
+	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < ndeferred; i++)
+	{
+		ZkEntry    *e = ZK_ENTRY(deferred[i].id);
+
+		if (e->trace && e->hop[ZK_HOP_LATCH_SET] != 0)
+			e->hop[ZK_HOP_LATCH_SET] = now;
+	}
+	LWLockRelease(zk_shared->lock);
+}
+
+/*
+ * Wake the backends answered in a turn together when it ends (on), after
+ * its calls have left (off: wake them now).  Setting a backend's latch
+ * lets the scheduler run it at once, which on a machine with fewer cores
+ * than busy processes it often does, in the middle of the worker's turn:
+ * every other answer of the turn, and the requests the turn sends, then
+ * waited for it.  Waking them all at the end of the turn costs the first
+ * the rest of the turn, microseconds.  Only the worker loop defers; a
+ * backend's state is written before, so a later wake changes nothing but
+ * when it looks.
+ */
+void
+zk_defer_wakes(bool on)
+{
+	if (on && deferred == NULL)
+	{
+		max_deferred = 2 * zk_shared->num_entries;
+		deferred = MemoryContextAlloc(TopMemoryContext,
+									  sizeof(ZkWake) * max_deferred);
+	}
+	if (!on && ndeferred > 0)
+	{
+		if (unlikely(zk_hop_tracing))
+			zk_hop_woken();
+		for (int i = 0; i < ndeferred; i++)
+			SetLatch(&ProcGlobal->allProcs[deferred[i].procno].procLatch);
+		ndeferred = 0;
+	}
+	deferring = on;
 }
 
 /*
@@ -82,10 +212,13 @@ zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
 		va_end(ap);
 	}
 	if (state != ZKE_PENDING)
+	{
 		e->waiting_on[0] = '\0';
+		zk_hop_decided(e);
+	}
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /* Grant an entry: its fencing token, the session and node it holds by. */
@@ -102,10 +235,11 @@ zk_set_grant(int id, int64 token, int64 session_id, const char *node)
 	e->granted_at = GetCurrentTimestamp();
 	strlcpy(e->node, node, sizeof(e->node));
 	e->waiting_on[0] = '\0';
+	zk_hop_decided(e);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /* Finish a one-shot request with its answer. */
@@ -118,9 +252,10 @@ zk_set_result(int id, int64 result)
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	e->state = ZKE_DONE;
 	e->result = result;
+	zk_hop_decided(e);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /* Append one row (ncols strings, NULL for SQL NULL) to a listing. */
@@ -189,9 +324,10 @@ zk_set_rows(int id, StringInfo rows)
 	e->rows = handle;
 	e->result = n;
 	e->state = ZKE_DONE;
+	zk_hop_decided(e);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /* Finish an ask of the owner on a held entry. */
@@ -214,7 +350,7 @@ zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode, const char *fmt,...
 	}
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
-	zk_wake(procno);
+	zk_wake(procno, e);
 }
 
 /*
@@ -285,6 +421,8 @@ zk_free_entry(int id)
 
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	procno = e->released ? e->owner_procno : -1;
+	if (procno >= 0)
+		zk_hop_decided(e);		/* the release's hop (the entry keeps it) */
 	if (e->queued)
 		dlist_delete(&e->link);
 	e->queued = false;
@@ -298,7 +436,7 @@ zk_free_entry(int id)
 	LWLockRelease(zk_shared->lock);
 	if (rows != 0)
 		dsm_unpin_segment(rows);
-	zk_wake(procno);
+	zk_wake(procno, e);
 	ConditionVariableBroadcast(&zk_shared->entry_freed);
 }
 

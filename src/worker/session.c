@@ -1094,11 +1094,13 @@ wait_set_prepare(int fd, uint32 sock_events)
  * TCP_NODELAY and sends a request's length and its body with a send() each,
  * so every request would leave as two TCP segments, each waking the server
  * (and, on loopback, costing the sender the receiver's side of the stack
- * too).  The worker corks the socket while the engine sends a turn's
- * requests and uncorks it at the end of the turn: they leave together, in
- * as few segments as their size allows.  Only the socket waited on in this
- * turn is corked, and only while connected; nothing between the wait and
- * the uncork opens a socket.
+ * too).  The engine corks the socket when it hands the first call of a
+ * turn to the client (engine/calls.c) and the worker uncorks it at the end
+ * of the turn: they leave together, in as few segments as their size
+ * allows, and a turn that sends nothing (the answer to a backend's request,
+ * say) costs no system call for it before the backend is woken.  Only the
+ * socket waited on in this turn is corked, and only while connected;
+ * nothing between the wait and the uncork opens a socket.
  */
 static int	corked_fd = -1;
 
@@ -1237,6 +1239,8 @@ zk_session_wait(long timeout_ms, const char **why)
 	wait_set_prepare(fd, sock_events);
 	nev = WaitEventSetWait(wait_set, timeout, occurred, lengthof(occurred),
 						   zk_wait_event(ZK_WAIT_WORKER));
+	if (unlikely(zk_hop_tracing))
+		zk_hop_turn.woke = zk_mono_now();
 	for (int i = 0; i < nev; i++)
 	{
 		if (occurred[i].events & WL_SOCKET_READABLE)
@@ -1284,6 +1288,8 @@ zk_session_wait(long timeout_ms, const char **why)
 		}
 	}
 	RESUME_INTERRUPTS();
+	if (unlikely(zk_hop_tracing) && (io & ZOOKEEPER_READ))
+		zk_hop_turn.read = zk_mono_now();
 
 	/* act on what the callbacks noted */
 	if (auth_rc != ZOK)

@@ -58,6 +58,7 @@ worker_exit(int code, Datum arg)
 	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 	/* an ERROR may have left the socket corked: the close must go out now */
 	zk_session_cork(false);
+	zk_defer_wakes(false);
 	zk_engine_exit();
 	if (zk_session_stop())
 		ereport(LOG,
@@ -120,12 +121,19 @@ zk_worker_main(Datum arg)
 			zk_engine_reload();
 		}
 
-		/* what the engine sends in this turn leaves together (session.c) */
+		/*
+		 * What the engine sends in this turn leaves together: it corks the
+		 * socket when it hands the turn's first call to the client
+		 * (engine/calls.c), and the turn ends with the uncork (session.c).
+		 */
 		n = zk_take_queue(batch, batch_size);
-		if (n > 0 || zk_engine_pending())
-			zk_session_cork(true);
+		zk_defer_wakes(true);
 		zk_engine_run(batch, n);
 		zk_session_cork(false);
+		if (unlikely(zk_hop_tracing) && n > 0)
+			zk_hop_sent(batch, n, zk_mono_now());
+		/* the backends answered in the turn run once it is over (reply.c) */
+		zk_defer_wakes(false);
 		MemoryContextReset(zk_turn_context);
 	}
 }

@@ -836,6 +836,8 @@ zk_calls_flush(void)
 	if (dlist_is_empty(&outbox))
 		return;
 	flush_count++;
+	/* they leave together when the worker's turn ends (worker.c) */
+	zk_session_cork(true);
 
 	if (coalesce && write_batches >= MAX_WRITES_IN_FLIGHT && zk_connected())
 	{

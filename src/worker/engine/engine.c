@@ -1191,6 +1191,8 @@ send_calls(void)
 	zk_calls_reap_multis();
 	if (zk_session_node_due())
 		create_session_node();
+	if (unlikely(zk_hop_tracing))
+		zk_hop_turn.handed = zk_mono_now();
 	zk_calls_flush();
 }
 
