@@ -1,7 +1,6 @@
-# 107_semaphore_count_review.pl
-#    Review of the semaphores sized by a shared count (issue 39): the
-#    waiter's side watch on the count across the endings and failures
-#    106 does not cover.
+# 107_semaphore_count_watch.pl
+#    Semaphores sized by a shared count: the waiter's side watch on the
+#    count across the endings and failures 106 does not cover.
 #    - a connection lost and regained in the same session while a lease
 #      waits: the worker dropped the client's watches, so the waiter must
 #      watch the count again (wchp) and a raised count must admit it;
