@@ -112,9 +112,8 @@ static dlist_head busy_parts = DLIST_STATIC_INIT(busy_parts);
 static void
 wait_busy(ZkPart *p)
 {
-	if (!p->busy_wait)
+	if (dlist_node_is_detached(&p->busy_link))
 		dlist_push_tail(&busy_parts, &p->busy_link);
-	p->busy_wait = true;
 }
 
 /* ---- small helpers ---- */
@@ -193,7 +192,7 @@ last_calls_owed(ZkPart *p)
 
 	if (d->dropped == NULL)
 		return false;
-	if (p->last_calls)
+	if (p->life == PART_LAST_CALLS)
 		return p->inflight > 0;
 	return d->has_last_calls(p);
 }
@@ -210,10 +209,10 @@ last_calls_owed(ZkPart *p)
 static bool
 node_pending(ZkPart *p)
 {
-	return !p->dead &&
-		((p->dropping && p->phase != NODE_NONE) ||
+	return p->life != PART_DEAD &&
+		((zk_part_dropping(p) && p->phase != NODE_NONE) ||
 		 (p->driver->busy && p->driver->busy(p)) ||
-		 (p->dropping && last_calls_owed(p)));
+		 (zk_part_dropping(p) && last_calls_owed(p)));
 }
 
 /*
@@ -422,9 +421,7 @@ zk_part_node_created(ZkPart *p, const char *path, const struct Stat *stat)
 	p->czxid = stat->czxid;
 	p->version = stat->version;
 	p->session_id = zk_session();
-	if (p->phase != NODE_EXISTS)
-		pg_atomic_fetch_add_u32(&zk_shared->n_nodes, 1);
-	p->phase = NODE_EXISTS;
+	zk_part_set_phase(p, NODE_EXISTS);
 	p->parent_tries = 0;
 	p->parent_error = ZOK;
 	e = parent_entry(p->parent, true);
@@ -433,6 +430,60 @@ zk_part_node_created(ZkPart *p, const char *path, const struct Stat *stat)
 		e->known = true;
 		e->used = GetCurrentTimestamp();
 	}
+}
+
+/* ---- a part's state ---- */
+
+/*
+ * Our node's phase changes; zk_stats counts the nodes that exist (or whose
+ * delete is out).
+ */
+void
+zk_part_set_phase(ZkPart *p, ZkNodePhase phase)
+{
+	bool		had = (p->phase == NODE_EXISTS || p->phase == NODE_DELETING);
+	bool		has = (phase == NODE_EXISTS || phase == NODE_DELETING);
+
+	if (has && !had)
+		pg_atomic_fetch_add_u32(&zk_shared->n_nodes, 1);
+	else if (had && !has)
+		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	p->phase = phase;
+}
+
+/* The driver's check (begin) passed. */
+void
+zk_part_checked(ZkPart *p)
+{
+	if (p->stage < SEQ_UNDECIDED)
+		p->stage = SEQ_UNDECIDED;
+}
+
+/* What the driver's check read may have changed: it is made again. */
+void
+check_again(ZkPart *p)
+{
+	if (p->stage > SEQ_CHECKING)
+		p->stage = SEQ_CHECKING;
+}
+
+/* Our node no longer holds, as far as the driver knows: it decides again. */
+void
+zk_part_unhold(ZkPart *p)
+{
+	if (p->stage == SEQ_HOLDING)
+		p->stage = SEQ_WAITING;
+}
+
+/*
+ * An answer to one of the driver's last calls was lost with the
+ * connection: they are made again once connected (advance).
+ */
+void
+zk_part_last_calls_lost(ZkPart *p)
+{
+	if (p->life == PART_LAST_CALLS)
+		p->life = PART_DROPPING;
 }
 
 /* ---- parts ---- */
@@ -446,7 +497,6 @@ new_part(const ZkDriver *d, const char *name)
 	p->driver = d;
 	p->cohort = d->cohort && zklock_local_handoff;
 	zk_path(path, sizeof(path), name, d->suffix);
-	p->checked = (d->begin == NULL);
 	p->group = -1;
 	dlist_init(&p->holders);
 	dlist_init(&p->waiters);
@@ -486,16 +536,12 @@ zk_instance_part(const ZkDriver *d, const char *name, int group)
 void
 zk_part_look_again(ZkPart *p)
 {
-	if (p->dead || p->dropping)
+	if (zk_part_dropping(p))
 		return;
 	p->need_eval = true;
 	advance(p);
 }
 
-/*
- * An instance part lost its node (and what it held) while its session
- * lives on: forget the node and start over with a fresh one.
- */
 /*
  * The create of our node found a parent gone (a reaped container, or the
  * parents' creation refused): forget the parents we thought existed and
@@ -506,7 +552,7 @@ bool
 zk_part_parent_gone(ZkPart *p)
 {
 	zk_parents_gone(p->parent);
-	p->phase = NODE_NONE;
+	zk_part_set_phase(p, NODE_NONE);
 	if (p->parent_error != ZOK)
 		zk_part_fail(p, zk_refusal_errcode(p->parent_error),
 					 "ZooKeeper refused to create its parent nodes: %s.",
@@ -519,23 +565,41 @@ zk_part_parent_gone(ZkPart *p)
 	return false;
 }
 
+/*
+ * Forget our node: it is gone, or is soon (its session ended), and the
+ * part's calls in flight no longer count (gen).
+ */
 void
-restart_instance_part(ZkPart *p, const char *why)
+forget_node(ZkPart *p)
 {
 	own_watch_release(p);		/* before its node name goes */
-	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
-		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
-	p->phase = NODE_NONE;
+	zk_part_set_phase(p, NODE_NONE);
 	p->delete_unsure = false;
 	p->gen++;
 	p->inflight = 0;
-	p->holds = false;
-	p->evaluated = false;
+}
+
+/* An instance part whose node was forgotten starts over with a fresh one. */
+static void
+start_again(ZkPart *p, const char *why)
+{
+	p->stage = SEQ_CREATING;
 	p->need_eval = true;
 	p->node[0] = '\0';
-	unwatch(p);
 	if (p->driver->reset)
 		p->driver->reset(p, why, false);
+}
+
+/*
+ * An instance part lost its node (and what it held) while its session
+ * lives on: forget the node and start over with a fresh one.
+ */
+void
+restart_instance_part(ZkPart *p, const char *why)
+{
+	forget_node(p);
+	unwatch(p);
+	start_again(p, why);
 }
 
 /*
@@ -620,20 +684,19 @@ free_part(ZkPart *p)
 	unwatch(p);
 	side_unwatch(p);
 	own_unwatch(p);
-	p->dead = true;
+	p->life = PART_DEAD;
 	settle_leaving(p);
 	if (p->calls > 0)
 		return;
-	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
-		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+	zk_part_set_phase(p, NODE_NONE);
 	if (p->driver->freed)
 		p->driver->freed(p);
 	unretain(p);
 	own_watch_undue(p);
 	own_watch_release(p);
-	if (p->busy_wait)
+	if (!dlist_node_is_detached(&p->busy_link))
 		dlist_delete(&p->busy_link);
-	if (p->resuming)
+	if (!dlist_node_is_detached(&p->resume_link))
 		dlist_delete(&p->resume_link);
 	if (name_is_copy(p->driver))
 		pfree((char *) p->name);
@@ -660,7 +723,8 @@ zk_part_drop(ZkPart *p)
 	close_part(p);
 	own_unwatch(p);				/* the delete of our node fires it */
 	side_unwatch(p);
-	p->dropping = true;
+	if (p->life == PART_ACTIVE)
+		p->life = PART_DROPPING;
 	unretain(p);
 	/* a watch on our node's parent: the delete of our node fires it */
 	unwatch_ex(p, !(p->phase == NODE_EXISTS && !has_entries(p) &&
@@ -682,7 +746,7 @@ advance(ZkPart *p)
 {
 	const ZkDriver *d = p->driver;
 
-	if (p->dead)
+	if (p->life == PART_DEAD)
 	{
 		free_part(p);
 		return;
@@ -704,13 +768,13 @@ advance(ZkPart *p)
 	 * if the node there now is still the one we created (its czxid, read
 	 * after a sync), never to a node someone made since.
 	 */
-	if (p->dropping && !has_entries(p) && p->phase == NODE_EXISTS &&
+	if (zk_part_dropping(p) && !has_entries(p) && p->phase == NODE_EXISTS &&
 		zk_connected())
 	{
 		char		path[ZK_PATH_MAX];
 
 		snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
-		p->phase = NODE_DELETING;
+		zk_part_set_phase(p, NODE_DELETING);
 		if (p->delete_unsure)
 		{
 			zk_call_sync(p, T_SYNC, p->parent);
@@ -724,7 +788,7 @@ advance(ZkPart *p)
 	if (p->inflight > 0)
 		return;
 
-	if (p->dropping && !has_entries(p))
+	if (zk_part_dropping(p) && !has_entries(p))
 	{
 		switch (p->phase)
 		{
@@ -734,11 +798,11 @@ advance(ZkPart *p)
 					wait_busy(p);	/* settle_busy() looks again */
 					return;
 				}
-				if (!p->last_calls && last_calls_owed(p))
+				if (p->life != PART_LAST_CALLS && last_calls_owed(p))
 				{
 					if (!zk_connected())
 						return; /* made once connected (zk_engine_connected) */
-					p->last_calls = true;
+					p->life = PART_LAST_CALLS;
 					d->dropped(p);
 					if (p->inflight > 0)
 						return;	/* freed once they are answered */
@@ -795,9 +859,9 @@ advance(ZkPart *p)
 			break;
 		case NODE_EXISTS:
 			own_watch(p);		/* a holder's, if it has none */
-			if (!p->checked)
+			if (p->stage < SEQ_UNDECIDED)
 				d->begin(p);	/* the driver's check, again */
-			if (p->checked && p->need_eval)
+			if (p->stage >= SEQ_UNDECIDED && p->need_eval)
 				seq_list(p);	/* (a check may need no call) */
 			break;
 		case NODE_CREATING:
@@ -843,9 +907,9 @@ new_request(int id)
 		}
 		unretain(p);
 		attach(p, id);
-		if (p->holds || p->evaluated)
+		if (p->stage >= SEQ_WAITING)
 			cohort_update(p);
-		if (!p->dead)
+		if (p->life != PART_DEAD)
 			need_contention_watch(p);
 		advance(p);
 		return;
@@ -916,7 +980,7 @@ take_request(int id)
 		if (p != NULL)
 		{
 			leave(p, op);
-			if (p->cohort && p->holds)
+			if (p->cohort && zk_part_holds(p))
 				cohort_update(p);
 			else if (!has_entries(p) && p->group < 0)
 				zk_part_drop(p);
@@ -997,7 +1061,7 @@ watch_answered(ZkCall *c)
 		{
 			watch_at_client(&key);
 			if (c->watch_epoch == watch_epoch && c->gen == p->gen &&
-				!p->dead && !p->dropping &&
+				!zk_part_dropping(p) &&
 				p->watch_path == NULL && p->watch_fired)
 				watch(p, c->path, key.children);
 			else if (!watch_wanted(&key))
@@ -1015,7 +1079,7 @@ process_call(ZkCall *c)
 	watch_answered(c);
 
 	/* p->calls still counts this call: nothing frees p meanwhile */
-	if (c->gen == p->gen && !p->dead)
+	if (c->gen == p->gen && p->life != PART_DEAD)
 	{
 		p->inflight--;
 		answered_list_sent_at = c->sent_at;
@@ -1070,7 +1134,7 @@ process_fired(ZkFired *f)
 	 * latch stops claiming and looks again); a holder reads it again, with
 	 * a new watch (own_watch, from advance).
 	 */
-	if (owner && !owner->dead && !owner->dropping)
+	if (owner && !zk_part_dropping(owner))
 	{
 		if (owner->driver->fired)
 		{
@@ -1088,9 +1152,10 @@ process_fired(ZkFired *f)
 		p->watch_path = NULL;
 		p->watch_fired = true;
 		p->need_eval = true;
-		if (p->driver->fired && !p->dead)
+		if (p->driver->fired && p->life != PART_DEAD)
 			p->driver->fired(p);
-		if (p->group >= 0 || p->holds || has_entries(p) || p->dropping)
+		if (p->group >= 0 || zk_part_holds(p) || has_entries(p) ||
+			zk_part_dropping(p))
 			advance(p);
 	}
 
@@ -1102,9 +1167,9 @@ process_fired(ZkFired *f)
 
 		pfree(p->side_path);
 		p->side_path = NULL;
-		p->checked = false;
+		check_again(p);
 		p->need_eval = true;
-		if (has_entries(p) || p->dropping)
+		if (has_entries(p) || zk_part_dropping(p))
 			advance(p);
 	}
 }
@@ -1125,8 +1190,7 @@ settle_busy(void)
 
 		if (!p->driver->busy(p))
 		{
-			p->busy_wait = false;
-			dlist_delete(&p->busy_link);
+			dlist_delete_thoroughly(&p->busy_link);
 			advance(p);
 		}
 	}
@@ -1303,7 +1367,7 @@ resume_parts(void)
 		ZkPart	   *p = dlist_container(ZkPart, resume_link,
 										dlist_pop_head_node(&resuming));
 
-		p->resuming = false;
+		dlist_node_init(&p->resume_link);
 		advance(p);
 	}
 }
@@ -1328,16 +1392,15 @@ zk_engine_connected(void)
 			continue;
 		if (p->phase == NODE_EXISTS || p->driver->form == ZK_FORM_NONE)
 			p->need_eval = true;
-		if (p->resuming)
+		if (!dlist_node_is_detached(&p->resume_link))
 			continue;
-		p->resuming = true;
 
 		/*
 		 * First what others wait for or what grants: deletes of parts given
 		 * up, waiters, holders with local waiters to hand on to, the
 		 * instance's own parts; holders with nothing to do last.
 		 */
-		if (p->holds && !p->dropping && p->group < 0 &&
+		if (zk_part_holds(p) && !zk_part_dropping(p) && p->group < 0 &&
 			dlist_is_empty(&p->waiters))
 			dlist_push_tail(&resuming, &p->resume_link);
 		else
@@ -1416,13 +1479,7 @@ zk_engine_session_lost(const char *why)
 			else
 				restart = lappend_int(restart, id);
 		}
-		own_watch_release(p);	/* before an instance part's node name goes */
-		if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
-			pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
-		p->phase = NODE_NONE;
-		p->delete_unsure = false;
-		p->gen++;
-		p->inflight = 0;
+		forget_node(p);
 		if (p->watch_path)
 		{
 			dlist_delete(&p->watch_link);
@@ -1435,15 +1492,10 @@ zk_engine_session_lost(const char *why)
 			pfree(p->side_path);
 			p->side_path = NULL;
 		}
-		if (p->group >= 0 && !p->dropping && !p->dead)
+		if (p->group >= 0 && !zk_part_dropping(p))
 		{
 			/* an instance part: starts over once connected again */
-			p->holds = false;
-			p->evaluated = false;
-			p->need_eval = true;
-			p->node[0] = '\0';
-			if (p->driver->reset)
-				p->driver->reset(p, why, false);
+			start_again(p, why);
 			continue;
 		}
 		free_part(p);

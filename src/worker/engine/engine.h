@@ -90,6 +90,43 @@ typedef enum ZkNodePhase
 	NODE_DELETING				/* delete sent */
 } ZkNodePhase;
 
+/* Where a part is in its life (README: "A part's life"). */
+typedef enum ZkPartLife
+{
+	PART_ACTIVE = 0,			/* serves its entries, or the instance */
+	PART_DROPPING,				/* no longer needed: our node is deleted,
+								 * then the part goes */
+	PART_LAST_CALLS,			/* dropping, and the driver's dropped() has
+								 * made its last calls */
+	PART_DEAD					/* to be freed once no call refers to it */
+} ZkPartLife;
+
+/*
+ * Where a sequential part is in the protocol of sequential.c (README:
+ * "Sequential stages").  Each stage implies the ones before it were
+ * passed: a part that holds was checked and has decided.
+ */
+typedef enum ZkSeqStage
+{
+	SEQ_CREATING = 0,			/* no node of this round yet */
+	SEQ_CHECKING,				/* the driver's check (begin) has not passed */
+	SEQ_UNDECIDED,				/* checked; decide() not asked yet */
+	SEQ_WAITING,				/* decided: waits for what it watches */
+	SEQ_HOLDING					/* our node holds the recipe */
+} ZkSeqStage;
+
+/*
+ * The data watch on a holder's own node (drivers with "revocable"; see
+ * watches.c): what the part relies on.
+ */
+typedef enum ZkOwnWatch
+{
+	OWN_NONE = 0,				/* none */
+	OWN_DUE,					/* wanted later (on the due list) */
+	OWN_PENDING,				/* the call that sets it is out */
+	OWN_SET						/* the client holds it */
+} ZkOwnWatch;
+
 typedef struct ZkPart ZkPart;
 typedef struct ZkDriver ZkDriver;
 
@@ -115,6 +152,8 @@ struct ZkPart
 	const char *parent;			/* path of our node's parent (the key of its
 								 * entry among the parents, reconciler.c) */
 	uint32		gen;			/* bumped when the part starts over */
+	ZkPartLife	life;			/* zk_part_drop, free_part (part.c) */
+	ZkSeqStage	stage;			/* sequential parts (sequential.c) */
 	bool		cohort;			/* shared by the instance's entries */
 
 	/* our node */
@@ -125,29 +164,24 @@ struct ZkPart
 	char		node[ZK_NODE_MAX];	/* its name (last path component); a
 									 * sequential node's protected prefix
 									 * while its create is out or lost */
-	bool		need_eval;		/* look again (list and decide) */
-	bool		checked;		/* the driver's kinds-on-one-name check passed */
-	bool		evaluated;		/* decided at least once */
-	bool		holds;			/* our node holds the recipe */
-	bool		dropping;		/* to be deleted once nothing needs it */
-	bool		last_calls;		/* the driver's dropped() has run */
-	bool		busy_wait;		/* kept while the driver's busy() says so */
+	bool		need_eval;		/* look again (list and decide; a step
+								 * driver's step(p, NULL)) */
 	int			inflight;		/* our calls awaiting completion, this gen */
 	uint32		held_in_flush;	/* calls held back by that flush (calls.c) */
 	int			calls;			/* all calls referring to this part */
 	int			parent_tries;	/* parent re-creations, this request */
 	int			parent_error;	/* ZooKeeper's refusal to create a parent */
-	bool		resuming;		/* to be resumed after a reconnect */
-	bool		dead;			/* to be freed once no call refers to it */
 	bool		delete_unsure;	/* a delete of our node at a path not
 								 * unique to us (ZK_FORM_NONE) may have
 								 * been applied: look (czxid) before
 								 * deleting again */
 	bool		wrote;			/* a write of the part was sent: it may
 								 * have been applied (calls.c) */
-	dlist_node	busy_link;		/* while busy_wait: on the busy parts */
+	dlist_node	busy_link;		/* on the parts kept while their driver's
+								 * busy() says so, or detached */
 	dlist_node	parent_link;	/* among the parts under its parent */
-	dlist_node	resume_link;
+	dlist_node	resume_link;	/* on the parts to resume after a
+								 * reconnect, or detached */
 
 	/* the entries it serves (ZkOp links), holders and waiters in order */
 	dlist_head	holders;
@@ -165,7 +199,6 @@ struct ZkPart
 	int			grants;			/* grants on this node so far */
 	int			local_grants;	/* grants while a remote contender waited */
 	bool		closed;			/* grants no more; goes once drained */
-	bool		contention_watch;	/* parent's children are watched */
 	bool		revoke_requested;	/* our node holds Curator's revocation
 									 * message: the part grants no more */
 	TimestampTz contended_since;	/* since when a remote contender may
@@ -179,12 +212,12 @@ struct ZkPart
 	 * not in the registry of watches (see watches.c)
 	 */
 	TimestampTz held_since;		/* when the part's node came to hold */
-	bool		own_watch;		/* relies on it */
-	bool		own_at_client;	/* the client holds it */
-	bool		own_listed;		/* either: on the own-watch parts */
-	bool		own_due;		/* on the parts that want it later */
-	dlist_node	own_link;
-	dlist_node	own_due_link;
+	ZkOwnWatch	own;
+	bool		own_stale;		/* the client holds a watch on our node
+								 * that the part no longer relies on */
+	dlist_node	own_link;		/* while own is PENDING or SET, or
+								 * own_stale: on the own-watch parts */
+	dlist_node	own_due_link;	/* while own is DUE: on the due parts */
 
 	/* the watch this part relies on */
 	char	   *watch_path;
@@ -270,12 +303,12 @@ struct ZkDriver
 	/*
 	 * The part is being dropped (its entries gone), our node is gone, and
 	 * the session is connected: the driver sends its last calls, whose
-	 * answers come to step() (with dropping set); the part is freed, and
+	 * answers come to step() (zk_part_dropping() true); the part is freed, and
 	 * its given-up entries answered, once they are answered.  Runs when
 	 * has_last_calls() says there are some (a driver with dropped() has
 	 * both); not when the session ends first (the engine then frees the
-	 * part at once).  A step() that clears ZkPart.last_calls (an answer
-	 * lost with the connection) has them made again once connected.
+	 * part at once).  A step() that calls zk_part_last_calls_lost() (an
+	 * answer lost with the connection) has them made again once connected.
 	 */
 	void		(*dropped) (ZkPart *p);
 	bool		(*has_last_calls) (ZkPart *p);
@@ -375,6 +408,39 @@ extern void zk_part_drop(ZkPart *p);
 extern void zk_part_look_again(ZkPart *p);
 extern void zk_engine_wake_at(ZkMono at);
 extern bool zk_part_parent_gone(ZkPart *p);
+
+/*
+ * A part's state as drivers may see and change it (README: "What a driver
+ * may touch").
+ */
+extern void zk_part_set_phase(ZkPart *p, ZkNodePhase phase);
+extern void zk_part_checked(ZkPart *p);
+extern void zk_part_unhold(ZkPart *p);
+extern void zk_part_last_calls_lost(ZkPart *p);
+
+/* Is the part no longer needed (its node to go, then the part)? */
+static inline bool
+zk_part_dropping(const ZkPart *p)
+{
+	return p->life != PART_ACTIVE;
+}
+
+/* Does the part's node hold the recipe (sequential parts)? */
+static inline bool
+zk_part_holds(const ZkPart *p)
+{
+	return p->stage == SEQ_HOLDING;
+}
+
+/*
+ * Whether the part looks again at its next advance (a step driver's
+ * step(p, NULL)): once connected, with none of its calls in flight.
+ */
+static inline void
+zk_part_step_again(ZkPart *p, bool again)
+{
+	p->need_eval = again;
+}
 
 /* helpers */
 extern bool zk_connected(void);

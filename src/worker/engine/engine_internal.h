@@ -20,6 +20,32 @@
 
 #include "worker/engine/engine.h"
 
+/*
+ * List membership read from the list node (PostgreSQL 16 has these; 15
+ * does not): a node is detached when it is on no list.  A part's links are
+ * zeroed with it, so detached until pushed.
+ */
+#if PG_VERSION_NUM < 160000
+static inline void
+dlist_node_init(dlist_node *node)
+{
+	node->next = node->prev = NULL;
+}
+
+static inline void
+dlist_delete_thoroughly(dlist_node *node)
+{
+	dlist_delete(node);
+	dlist_node_init(node);
+}
+
+static inline bool
+dlist_node_is_detached(const dlist_node *node)
+{
+	return node->next == NULL;
+}
+#endif
+
 /* fencing token = czxid << TOKEN_SHIFT | grants before it on that node */
 #define TOKEN_SHIFT			10
 #define MAX_NODE_GRANTS		((1 << TOKEN_SHIFT) - 1)
@@ -166,6 +192,8 @@ extern void detach(int id);
 extern void attach(ZkPart *p, int id);
 extern void grant(ZkPart *p, ZkOp *op);
 extern ZkPart *new_part(const ZkDriver *d, const char *name);
+extern void forget_node(ZkPart *p);
+extern void check_again(ZkPart *p);
 extern void restart_instance_part(ZkPart *p, const char *why);
 extern ZkOpen *open_entry(ZkKind kind, const char *name, HASHACTION action);
 extern void open_set(ZkOpen *o, ZkPart *p);

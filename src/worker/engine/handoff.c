@@ -97,7 +97,8 @@ overtakes(ZkPart *p, ZkOp *op)
 void
 need_contention_watch(ZkPart *p)
 {
-	if (p->watch_path == NULL && p->holds && !p->closed && !p->dropping &&
+	if (p->watch_path == NULL && zk_part_holds(p) && !p->closed &&
+		!zk_part_dropping(p) &&
 		(!dlist_is_empty(&p->waiters) || p->retain_until != 0))
 	{
 		p->need_eval = true;
@@ -188,7 +189,7 @@ cohort_update(ZkPart *p)
 {
 	const ZkDriver *d = p->driver;
 
-	while (!dlist_is_empty(&p->waiters) && p->holds && !p->closed)
+	while (!dlist_is_empty(&p->waiters) && zk_part_holds(p) && !p->closed)
 	{
 		ZkOp	   *op = dlist_container(ZkOp, link, dlist_head_node(&p->waiters));
 
@@ -210,9 +211,9 @@ cohort_update(ZkPart *p)
 	 * old listing).  Requests that wait queue behind what the part waits
 	 * for, like the ones before them.
 	 */
-	if (p->evaluated && (p->holds || zk_connected()))
+	if (p->stage >= SEQ_WAITING && (zk_part_holds(p) || zk_connected()))
 		zk_part_would_block(p);
-	if (p->evaluated && !p->holds && zk_connected())
+	if (p->stage == SEQ_WAITING && zk_connected())
 		queue_behind_part(p);
 
 	/*
@@ -221,7 +222,7 @@ cohort_update(ZkPart *p)
 	 * wait through a ZooKeeper outage like a waiter with a node of its own,
 	 * instead of failing for want of a session.
 	 */
-	if (p->holds && !p->closed)
+	if (zk_part_holds(p) && !p->closed)
 	{
 		dlist_iter	it;
 
@@ -258,7 +259,7 @@ cohort_update(ZkPart *p)
 
 	if (!has_entries(p))
 	{
-		if (p->holds && !p->closed && p->contended_since == 0 &&
+		if (zk_part_holds(p) && !p->closed && p->contended_since == 0 &&
 			zklock_retain_time > 0)
 		{
 			retain(p, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),

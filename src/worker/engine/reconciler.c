@@ -176,7 +176,8 @@ all_hold_at(ZkParent *e)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, parent_link, it.cur);
 
-		if (!p->holds || p->phase != NODE_EXISTS || p->dead || p->dropping)
+		if (!zk_part_holds(p) || p->phase != NODE_EXISTS ||
+			zk_part_dropping(p))
 			return false;
 	}
 	return true;

@@ -60,12 +60,12 @@ seq_create(ZkPart *p)
 	zk_make_prefix(p->node, sizeof(p->node), rnd, (uint64) zk_session());
 	snprintf(path, sizeof(path), "%s/%s%s", p->parent, p->node,
 			 zk_form_base(d->form));
-	p->phase = NODE_CREATING;
+	zk_part_set_phase(p, NODE_CREATING);
 	p->need_eval = true;
 	zk_call_create(p, T_CREATE, path, data,
 				   ZOO_EPHEMERAL_SEQUENTIAL, e == NULL || !e->known);
 	/* the driver's check follows every create of our node */
-	p->checked = (d->begin == NULL);
+	p->stage = (d->begin == NULL) ? SEQ_UNDECIDED : SEQ_CHECKING;
 	if (d->begin && d->precheck == NULL)
 		d->begin(p);
 	zk_call_list(p, T_LIST, p->parent, d->watch_children);
@@ -81,7 +81,7 @@ seq_create(ZkPart *p)
 void
 seq_list(ZkPart *p)
 {
-	bool		with_watch = !p->holds ?
+	bool		with_watch = !zk_part_holds(p) ?
 		(p->driver->watch_children || p->cohort) :
 		(p->cohort && !p->closed &&
 		 (!dlist_is_empty(&p->waiters) || p->retain_until != 0));
@@ -136,15 +136,14 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 			restart_instance_part(p, "Its node was deleted by another ZooKeeper client.");
 			return;
 		}
-		p->phase = NODE_NONE;
-		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
+		zk_part_set_phase(p, NODE_NONE);
 		zk_part_fail(p, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 					 "Its node \"%s\" was deleted by another ZooKeeper client.",
 					 p->node);
 		return;
 	}
 
-	if (p->holds)
+	if (zk_part_holds(p))
 	{
 		/* is someone of another instance or client waiting for us? */
 		note_contenders(p, nodes, n, self);
@@ -154,10 +153,9 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 	}
 
 	w = d->decide(p, nodes, n, self);
-	p->evaluated = true;
+	p->stage = (w == ZK_HOLDS) ? SEQ_HOLDING : SEQ_WAITING;
 	if (w == ZK_HOLDS)
 	{
-		p->holds = true;
 		p->held_since = GetCurrentTimestamp();
 		if (p->cohort)
 			note_contenders(p, nodes, n, self);
@@ -166,7 +164,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 		side_unwatch(p);
 		own_watch(p);
 		zk_part_grant(p);
-		if (p->cohort && !p->dead)
+		if (p->cohort && p->life != PART_DEAD)
 			need_contention_watch(p);
 		return;
 	}
@@ -247,8 +245,7 @@ revoke_requested(ZkPart *p)
 static void
 node_deleted(ZkPart *p)
 {
-	pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
-	p->phase = NODE_NONE;
+	zk_part_set_phase(p, NODE_NONE);
 	p->delete_unsure = false;
 }
 
@@ -272,10 +269,10 @@ seq_result(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZNONODE)
 				(void) zk_part_parent_gone(p);
 			else if (zk_is_connection_loss(r->rc))
-				p->phase = NODE_UNKNOWN;
+				zk_part_set_phase(p, NODE_UNKNOWN);
 			else if (r->rc != ZCLOSING)
 			{
-				p->phase = NODE_NONE;
+				zk_part_set_phase(p, NODE_NONE);
 				zk_part_fail(p, zk_refusal_errcode(r->rc),
 							 "ZooKeeper refused to create its node: %s.",
 							 zerror(r->rc));
@@ -287,7 +284,7 @@ seq_result(ZkPart *p, const ZkResult *r)
 				/* after a lost create reply: is our node there? */
 				size_t		plen = strlen(p->node);
 
-				p->phase = NODE_NONE;
+				zk_part_set_phase(p, NODE_NONE);
 				for (int i = 0; i < r->nchildren; i++)
 					if (plen > 0 && strncmp(r->children[i], p->node, plen) == 0)
 					{
@@ -296,7 +293,8 @@ seq_result(ZkPart *p, const ZkResult *r)
 						strlcpy(p->node, r->children[i], sizeof(p->node));
 						snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
 						zk_call_exists(p, T_STAT, path);
-						p->phase = NODE_CREATING;	/* until its stat comes */
+						zk_part_set_phase(p, NODE_CREATING);	/* until its stat
+																 * comes */
 						break;
 					}
 				if (p->phase == NODE_NONE)
@@ -310,21 +308,22 @@ seq_result(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZOK && p->phase == NODE_EXISTS && p->need_eval)
 			{
 				p->need_eval = false;
-				if (!p->checked && p->driver->precheck && p->inflight == 0)
+				if (p->stage < SEQ_UNDECIDED && p->driver->precheck &&
+					p->inflight == 0)
 				{
 					/* no begin() in flight: does this listing settle it? */
 					if (p->driver->precheck(p, r))
-						p->checked = true;
+						zk_part_checked(p);
 					else
 						p->driver->begin(p);
 				}
-				if (p->checked)
+				if (p->stage >= SEQ_UNDECIDED)
 					seq_evaluate(p, r);
 				else
 					p->need_eval = true;	/* after the driver's check */
 			}
 			else if (r->rc == ZNONODE && p->phase == NODE_UNKNOWN)
-				p->phase = NODE_NONE;	/* parent gone, so our node never was */
+				zk_part_set_phase(p, NODE_NONE);	/* parent gone, so our node never was */
 			else if (r->rc == ZNONODE && p->phase == NODE_EXISTS)
 			{
 				/* the parent is gone, so our node went with it */
@@ -339,9 +338,10 @@ seq_result(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK && zk_is_ours(&r->stat))
 				zk_part_node_created(p, r->path, &r->stat);
 			else if (r->rc == ZOK || r->rc == ZNONODE)
-				p->phase = NODE_NONE;	/* not ours after all: start over */
+				zk_part_set_phase(p, NODE_NONE);	/* not ours after all:
+													 * start over */
 			else
-				p->phase = NODE_UNKNOWN;
+				zk_part_set_phase(p, NODE_UNKNOWN);
 			break;
 		case T_PRED:
 			/* ZOK: the watch is set; anything else: look again */
@@ -377,7 +377,7 @@ seq_result(ZkPart *p, const ZkResult *r)
 					 (r->rc == ZBADVERSION && p->driver->form == ZK_FORM_NONE))
 			{
 				/* sent again after reconnecting (see advance) */
-				p->phase = NODE_EXISTS;
+				zk_part_set_phase(p, NODE_EXISTS);
 				p->delete_unsure = (p->driver->form == ZK_FORM_NONE);
 			}
 			else
@@ -391,11 +391,12 @@ seq_result(ZkPart *p, const ZkResult *r)
 			break;
 		case T_DELCHECK:
 			if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
-				p->phase = NODE_EXISTS; /* looks again once connected */
+				zk_part_set_phase(p, NODE_EXISTS);	/* looks again once
+													 * connected */
 			else if (r->rc == ZOK && r->has_stat && r->stat.czxid == p->czxid)
 			{
 				/* still ours: delete it at the version it has now */
-				p->phase = NODE_EXISTS;
+				zk_part_set_phase(p, NODE_EXISTS);
 				p->version = r->stat.version;
 				p->delete_unsure = false;
 			}

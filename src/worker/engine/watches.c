@@ -15,7 +15,7 @@
  * on a node its driver's check reads: a semaphore's shared count), in the
  * same registry: it is on the entry's side_parts rather than its parts.
  * When it fires, or is forgotten with the session's watches, the part
- * makes its check again (ZkPart.checked) before it decides, and that
+ * makes its check again (check_again) before it decides, and that
  * check sets the watch again.
  *
  * The data watch on a holder's own node is not in the registry: its path
@@ -61,6 +61,20 @@ static int	n_at_client = 0;	/* entries the client holds */
  * the client holds (ZkPart.own_link).
  */
 static dlist_head own_parts = DLIST_STATIC_INIT(own_parts);
+
+/* Does the part rely on the data watch on its own node? */
+static inline bool
+own_relied(const ZkPart *p)
+{
+	return p->own == OWN_PENDING || p->own == OWN_SET;
+}
+
+/* Does the client hold a data watch on the part's own node? */
+static inline bool
+own_at_client(const ZkPart *p)
+{
+	return p->own == OWN_SET || p->own_stale;
+}
 
 /* The path of the part's own node, for its data watch. */
 static void
@@ -245,7 +259,7 @@ forget_watches(void)
 
 			pfree(p->side_path);
 			p->side_path = NULL;
-			p->checked = false; /* its check sets the watch again */
+			check_again(p);		/* its check sets the watch again */
 		}
 		remove_key(watches, &w->key);
 	}
@@ -254,7 +268,7 @@ forget_watches(void)
 		ZkPart	   *p = dlist_container(ZkPart, own_link,
 										dlist_head_node(&own_parts));
 
-		if (p->own_at_client)
+		if (own_at_client(p))
 		{
 			char		path[ZK_PATH_MAX];
 
@@ -366,7 +380,7 @@ remove_watch(const ZkWatchKey *key)
 		return;
 	/* a holder relies on the same (data) watch on its own node */
 	if (!key->children && (owner = part_of_node(key->path)) != NULL &&
-		owner->own_watch)
+		own_relied(owner))
 		return;
 	c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key->path);
 	c->mode = key->children ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
@@ -455,11 +469,10 @@ side_unwatch(ZkPart *p)
 static void
 own_list(ZkPart *p)
 {
-	bool		listed = p->own_watch || p->own_at_client;
+	bool		listed = own_relied(p) || p->own_stale;
 
-	if (listed == p->own_listed)
+	if (listed == !dlist_node_is_detached(&p->own_link))
 		return;
-	p->own_listed = listed;
 	if (listed)
 	{
 		dlist_push_tail(&own_parts, &p->own_link);
@@ -467,7 +480,7 @@ own_list(ZkPart *p)
 	}
 	else
 	{
-		dlist_delete(&p->own_link);
+		dlist_delete_thoroughly(&p->own_link);
 		pg_atomic_fetch_sub_u32(&zk_shared->n_watches, 1);
 	}
 }
@@ -490,9 +503,11 @@ static dlist_head own_due = DLIST_STATIC_INIT(own_due);
 void
 own_watch_undue(ZkPart *p)
 {
-	if (p->own_due)
+	if (p->own == OWN_DUE)
+	{
 		dlist_delete(&p->own_due_link);
-	p->own_due = false;
+		p->own = OWN_NONE;
+	}
 }
 
 /* Does the part want the data watch on its own node now? */
@@ -528,21 +543,21 @@ own_watch(ZkPart *p)
 	char		path[ZK_PATH_MAX];
 	ZkCall	   *c;
 
-	if (p->own_watch || !p->driver->revocable || !p->holds || p->dead ||
-		p->dropping || p->phase != NODE_EXISTS || !zk_connected())
+	if (own_relied(p) || !p->driver->revocable || !zk_part_holds(p) ||
+		zk_part_dropping(p) || p->phase != NODE_EXISTS || !zk_connected())
 		return;
 	if (!own_watch_wanted(p))
 	{
-		if (!p->own_due)
+		if (p->own != OWN_DUE)
 		{
-			p->own_due = true;
+			p->own = OWN_DUE;
 			dlist_push_tail(&own_due, &p->own_due_link);
 		}
 		return;
 	}
 	own_watch_undue(p);
 	own_node_path(p, path);
-	p->own_watch = true;
+	p->own = OWN_PENDING;
 	own_list(p);
 	c = new_call(p, ZKC_GET, T_OWNDATA, path);
 	watch_call_sent(c, false);
@@ -554,9 +569,11 @@ own_watch(ZkPart *p)
 void
 own_unwatch(ZkPart *p)
 {
-	if (!p->own_watch)
+	if (!own_relied(p))
 		return;
-	p->own_watch = false;
+	if (p->own == OWN_SET)
+		p->own_stale = true;	/* the client still holds it */
+	p->own = OWN_NONE;
 	own_list(p);
 }
 
@@ -564,7 +581,10 @@ own_unwatch(ZkPart *p)
 void
 own_watch_set(ZkPart *p)
 {
-	p->own_at_client = true;
+	if (p->own == OWN_PENDING)
+		p->own = OWN_SET;
+	else if (p->own != OWN_SET)
+		p->own_stale = true;
 	own_list(p);
 }
 
@@ -578,11 +598,10 @@ own_watch_fired(const char *path)
 	ZkPart	   *p = part_of_node(path);
 	bool		relied;
 
-	if (p == NULL || !p->own_listed)
+	if (p == NULL || dlist_node_is_detached(&p->own_link))
 		return NULL;
-	relied = p->own_watch;
-	p->own_watch = p->own_at_client = false;
-	own_list(p);
+	relied = own_relied(p);
+	own_watch_forget(p);
 	return relied ? p : NULL;
 }
 
@@ -592,9 +611,11 @@ own_watch_left_client(const char *path)
 {
 	ZkPart	   *p = part_of_node(path);
 
-	if (p != NULL && p->own_at_client)
+	if (p != NULL && own_at_client(p))
 	{
-		p->own_at_client = false;
+		if (p->own == OWN_SET)
+			p->own = OWN_PENDING;
+		p->own_stale = false;
 		own_list(p);
 	}
 }
@@ -603,7 +624,9 @@ own_watch_left_client(const char *path)
 void
 own_watch_forget(ZkPart *p)
 {
-	p->own_watch = p->own_at_client = false;
+	if (own_relied(p))
+		p->own = OWN_NONE;
+	p->own_stale = false;
 	own_list(p);
 }
 
@@ -618,7 +641,7 @@ own_watch_forget(ZkPart *p)
 void
 own_watch_release(ZkPart *p)
 {
-	if (p->own_at_client && p->node[0] != '\0')
+	if (own_at_client(p) && p->node[0] != '\0')
 	{
 		char		path[ZK_PATH_MAX];
 		ZkWatchKey	key;

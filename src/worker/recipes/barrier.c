@@ -145,7 +145,7 @@ our_data(ZkPart *p, const ZkResult *r)
 static void
 set_step(ZkPart *p, const ZkResult *r)
 {
-	if (p->dropping)
+	if (zk_part_dropping(p))
 		return;
 	if (r == NULL)
 	{
@@ -226,7 +226,7 @@ set_step(ZkPart *p, const ZkResult *r)
 static void
 remove_step(ZkPart *p, const ZkResult *r)
 {
-	if (p->dropping)
+	if (zk_part_dropping(p))
 		return;
 	if (r == NULL)
 	{
@@ -284,7 +284,7 @@ remove_step(ZkPart *p, const ZkResult *r)
 static void
 wait_step(ZkPart *p, const ZkResult *r)
 {
-	if (p->dropping)
+	if (zk_part_dropping(p))
 		return;
 	if (r == NULL)
 	{

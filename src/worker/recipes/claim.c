@@ -509,7 +509,7 @@ claim_create(ZkPart *p)
 
 	claim_path(p, path, sizeof(path));
 	p->step = CLAIM_CREATING;
-	p->phase = NODE_CREATING;
+	zk_part_set_phase(p, NODE_CREATING);
 	zk_call_create(p, T_CLAIM_CREATE, path, p->extra, ZOO_EPHEMERAL, true);
 }
 
@@ -543,7 +543,7 @@ claim_start(ZkPart *p)
 static void
 claim_taken(ZkPart *p)
 {
-	p->phase = NODE_NONE;
+	zk_part_set_phase(p, NODE_NONE);
 	p->step = CLAIM_OVER;
 	zk_part_taken(p);
 	zk_part_drop(p);
@@ -563,7 +563,7 @@ claim_exists(ZkPart *p)
 	int			id = zk_part_entry(p);
 	char		path[ZK_PATH_MAX];
 
-	p->phase = NODE_NONE;
+	zk_part_set_phase(p, NODE_NONE);
 	if (id < 0 || (ZK_ENTRY(id)->flags & ZKR_NOWAIT))
 	{
 		claim_taken(p);
@@ -625,8 +625,7 @@ claim_finalized(ZkPart *p, const ZkResult *r)
 		return;
 	}
 	/* no more node of ours for the engine to delete */
-	pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
-	p->phase = NODE_NONE;
+	zk_part_set_phase(p, NODE_NONE);
 	if (r->rc == ZOK)
 	{
 		/* the transaction decides (claim_ask) */
@@ -671,7 +670,7 @@ claim_look(ZkPart *p, const ZkResult *r)
 	else if (r->rc == ZNONODE)
 		claim_start(p);			/* gone meanwhile: claim again */
 	else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
-		p->need_eval = true;	/* claims again once connected */
+		zk_part_step_again(p, true);	/* claims again once connected */
 	else
 	{
 		p->step = CLAIM_OVER;
@@ -696,7 +695,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 			case CLAIM_LOOKING:
 			case CLAIM_WAITING:
 				/* (re)start; the claim waited for was settled (its watch) */
-				if (p->dropping)
+				if (zk_part_dropping(p))
 					break;
 				if (zk_part_entry(p) >= 0 &&
 					(ZK_ENTRY(zk_part_entry(p))->flags & ZKR_SETTLE))
@@ -736,7 +735,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 				p->step = CLAIM_START;
 				if (zk_part_parent_gone(p))
 				{
-					p->need_eval = true;
+					zk_part_step_again(p, true);
 					pfree(p->extra);
 					p->extra = NULL;
 				}
@@ -745,11 +744,11 @@ claim_step(ZkPart *p, const ZkResult *r)
 			{
 				/* created or not: look once connected (advance() asks) */
 				p->step = CLAIM_CHECK;
-				p->need_eval = true;
+				zk_part_step_again(p, true);
 			}
 			else
 			{
-				p->phase = NODE_NONE;
+				zk_part_set_phase(p, NODE_NONE);
 				p->step = CLAIM_OVER;
 				zk_part_fail(p, zk_refusal_errcode(r->rc),
 							 "ZooKeeper refused to create the claim node: %s.",
@@ -779,21 +778,21 @@ claim_step(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZNONODE)
 			{
 				/* our create never happened */
-				p->phase = NODE_NONE;
+				zk_part_set_phase(p, NODE_NONE);
 				p->step = CLAIM_START;
-				if (!p->dropping)
+				if (!zk_part_dropping(p))
 				{
-					p->need_eval = true;
+					zk_part_step_again(p, true);
 					pfree(p->extra);
 					p->extra = NULL;
 				}
 			}
 			else
-				p->need_eval = true;	/* again once connected */
+				zk_part_step_again(p, true);	/* again once connected */
 			break;
 
 		case T_CLAIM_LOOK:
-			if (p->step == CLAIM_LOOKING && !p->dropping)
+			if (p->step == CLAIM_LOOKING && !zk_part_dropping(p))
 				claim_look(p, r);
 			break;
 
@@ -898,7 +897,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 	u->part = p;
 	u->held = true;
 	p->step = CLAIM_FINALIZING;
-	p->phase = NODE_DELETING;	/* the multi deletes it; nothing else may */
+	zk_part_set_phase(p, NODE_DELETING);	/* the multi deletes it; nothing else may */
 	send_finalize(p, u);
 }
 
@@ -1048,7 +1047,7 @@ manual_step(ZkPart *p, const ZkResult *r)
 			zk_part_fail(p, ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN,
 						 "The connection to ZooKeeper was lost while settling the claim: it may or may not have been settled.");
 		else
-			p->need_eval = true;	/* read again once connected */
+			zk_part_step_again(p, true);	/* read again once connected */
 		return;
 	}
 	if (r->tag == T_MANUAL_GET)

@@ -128,13 +128,11 @@ child_path(ZkPart *p, const char *child, char *buf, size_t size)
 	snprintf(buf, size, "%s/%s", p->parent, child);
 }
 
-/* Forget our node, which is gone (the engine counts the nodes it has). */
+/* Forget our node, which is gone. */
 static void
 own_node_gone(ZkPart *p)
 {
-	if (p->phase == NODE_EXISTS || p->phase == NODE_DELETING)
-		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
-	p->phase = NODE_NONE;
+	zk_part_set_phase(p, NODE_NONE);
 }
 
 /* Our node exists (created, or found after a lost reply). */
@@ -206,7 +204,7 @@ enter_start(ZkPart *p)
 	}
 	st->ready_existed = false;
 	p->step = DB_CREATING;
-	p->phase = NODE_CREATING;
+	zk_part_set_phase(p, NODE_CREATING);
 	child_path(p, READY_NODE, path, sizeof(path));
 	zk_call_exists_watch(p, T_READY, path);
 	child_path(p, p->node, path, sizeof(path));
@@ -333,7 +331,7 @@ delete_own(ZkPart *p)
 	char		path[ZK_PATH_MAX];
 
 	state_of(p)->own_deleted = true;
-	p->phase = NODE_DELETING;
+	zk_part_set_phase(p, NODE_DELETING);
 	child_path(p, p->node, path, sizeof(path));
 	zk_call_delete(p, T_LEAVE_DEL_OWN, path, -1);
 }
@@ -420,11 +418,11 @@ dbarrier_ask(ZkPart *p, int id, ZkAsk ask)
 	p->step = DB_LEAVING;
 	if (zk_connected() && p->inflight == 0)
 	{
-		p->need_eval = false;
+		zk_part_step_again(p, false);
 		leave_list(p);
 	}
 	else
-		p->need_eval = true;	/* once connected, or the calls are answered */
+		zk_part_step_again(p, true);	/* once connected, or the calls are answered */
 }
 
 /* ---- the driver ---- */
@@ -437,7 +435,7 @@ dbarrier_restart(ZkPart *p)
 	switch (p->step)
 	{
 		case DB_START:
-			if (!p->dropping)
+			if (!zk_part_dropping(p))
 				enter_start(p);
 			break;
 		case DB_CHECK:
@@ -448,7 +446,7 @@ dbarrier_restart(ZkPart *p)
 			break;
 		case DB_COUNTING:
 		case DB_WAITING:
-			if (p->dropping)
+			if (zk_part_dropping(p))
 				break;
 			if (p->watch_fired)
 				enter_done(p);	/* the watch on "ready": it was created */
@@ -456,11 +454,11 @@ dbarrier_restart(ZkPart *p)
 				enter_look(p);
 			break;
 		case DB_LEAVING:
-			if (!p->dropping)
+			if (!zk_part_dropping(p))
 				leave_list(p);
 			break;
 		case DB_LEFT:
-			if (!p->dropping)
+			if (!zk_part_dropping(p))
 				leave_finish(p);
 			break;
 		default:
@@ -490,7 +488,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 				if (p->step == DB_CREATING)
 					st->ready_existed = true;
 				else if ((p->step == DB_COUNTING || p->step == DB_WAITING) &&
-						 !p->dropping)
+						 !zk_part_dropping(p))
 					enter_done(p);
 			}
 			else if (r->rc != ZNONODE && !lost)
@@ -501,7 +499,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK)
 			{
 				own_node_created(p, r);
-				if (p->dropping)
+				if (zk_part_dropping(p))
 					break;		/* the engine deletes it */
 				if (st->ready_existed)
 					enter_done(p);
@@ -516,17 +514,17 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 				/* an ancestor was reaped after we made it: again */
 				p->step = DB_START;
 				if (zk_part_parent_gone(p))
-					p->need_eval = true;
+					zk_part_step_again(p, true);
 			}
 			else if (lost)
 			{
 				/* created or not: look once connected */
 				p->step = DB_CHECK;
-				p->need_eval = true;
+				zk_part_step_again(p, true);
 			}
 			else
 			{
-				p->phase = NODE_NONE;
+				zk_part_set_phase(p, NODE_NONE);
 				enter_failed(p, r, "create the member node");
 			}
 			break;
@@ -535,31 +533,31 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK && r->has_stat && zk_is_ours(&r->stat))
 			{
 				own_node_created(p, r);
-				if (!p->dropping)
+				if (!zk_part_dropping(p))
 					enter_look(p);
 			}
 			else if (r->rc == ZOK)
 			{
-				p->phase = NODE_NONE;
+				zk_part_set_phase(p, NODE_NONE);
 				zk_part_fail(p, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 							 "Another client has a node of the member's name.");
 			}
 			else if (r->rc == ZNONODE)
 			{
 				/* our create never happened */
-				p->phase = NODE_NONE;
+				zk_part_set_phase(p, NODE_NONE);
 				p->step = DB_START;
-				if (!p->dropping)
-					p->need_eval = true;
+				if (!zk_part_dropping(p))
+					zk_part_step_again(p, true);
 			}
 			else if (lost)
-				p->need_eval = true;	/* again once connected */
+				zk_part_step_again(p, true);	/* again once connected */
 			else
 				enter_failed(p, r, "look at the member node");
 			break;
 
 		case T_COUNT:
-			if (p->step != DB_COUNTING || p->dropping)
+			if (p->step != DB_COUNTING || zk_part_dropping(p))
 				break;
 			if (r->rc == ZOK)
 			{
@@ -585,29 +583,29 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 							 p->node);
 			}
 			else if (lost)
-				p->need_eval = true;
+				zk_part_step_again(p, true);
 			else
 				enter_failed(p, r, "list the barrier's members");
 			break;
 
 		case T_MAKE_READY:
-			if (p->step != DB_COUNTING || p->dropping)
+			if (p->step != DB_COUNTING || zk_part_dropping(p))
 				break;
 			if (r->rc == ZOK || r->rc == ZNODEEXISTS)
 				enter_done(p);
 			else if (lost)
-				p->need_eval = true;	/* looks at "ready" again */
+				zk_part_step_again(p, true);	/* looks at "ready" again */
 			else
 				enter_failed(p, r, "create the barrier's ready node");
 			break;
 
 		case T_LEAVE_LIST:
-			if (p->step != DB_LEAVING || p->dropping)
+			if (p->step != DB_LEAVING || zk_part_dropping(p))
 				break;
 			if (r->rc == ZOK || r->rc == ZNONODE)
 				leave_decide(p, r);
 			else if (lost)
-				p->need_eval = true;
+				zk_part_step_again(p, true);
 			else
 				leave_failed(p, zk_refusal_errcode(r->rc),
 							 "ZooKeeper refused to list the barrier's members: %s.",
@@ -615,7 +613,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_LEAVE_WATCH:
-			if (p->step != DB_LEAVING || p->dropping)
+			if (p->step != DB_LEAVING || zk_part_dropping(p))
 				break;
 			if (r->rc == ZOK)
 			{
@@ -633,7 +631,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZNONODE)
 				leave_list(p);	/* gone already: look again */
 			else if (lost)
-				p->need_eval = true;
+				zk_part_step_again(p, true);
 			else
 				leave_failed(p, zk_refusal_errcode(r->rc),
 							 "ZooKeeper refused to look at a member node: %s.",
@@ -644,19 +642,19 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK || r->rc == ZNONODE)
 			{
 				own_node_gone(p);
-				if (st->finishing && p->step == DB_LEAVING && !p->dropping)
+				if (st->finishing && p->step == DB_LEAVING && !zk_part_dropping(p))
 					leave_finish(p);
 			}
 			else if (lost)
 			{
 				/* deleted or not: the next listing tells */
-				p->phase = NODE_EXISTS;
-				p->need_eval = true;
+				zk_part_set_phase(p, NODE_EXISTS);
+				zk_part_step_again(p, true);
 			}
 			else
 			{
-				p->phase = NODE_EXISTS;
-				if (p->step == DB_LEAVING && !p->dropping)
+				zk_part_set_phase(p, NODE_EXISTS);
+				if (p->step == DB_LEAVING && !zk_part_dropping(p))
 					leave_failed(p, zk_refusal_errcode(r->rc),
 								 "ZooKeeper refused to delete its node: %s.",
 								 zerror(r->rc));
@@ -664,19 +662,19 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_LEFT_STAT:
-			if (p->step != DB_LEFT || p->dropping)
+			if (p->step != DB_LEFT || zk_part_dropping(p))
 				break;
 			if (lost)
-				p->need_eval = true;	/* looked at again once connected */
+				zk_part_step_again(p, true);	/* looked at again once connected */
 			else if (!ready_delete(p, r, T_DEL_READY))
 				leave_settled(p);
 			break;
 
 		case T_DEL_READY:
-			if (p->step != DB_LEFT || p->dropping)
+			if (p->step != DB_LEFT || zk_part_dropping(p))
 				break;
 			if (lost)
-				p->need_eval = true;	/* looked at again once connected */
+				zk_part_step_again(p, true);	/* looked at again once connected */
 			else
 			{
 				if (r->rc != ZOK && r->rc != ZNONODE)
@@ -691,7 +689,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			if (p->step != DB_GONE)
 				break;
 			if (lost)
-				p->last_calls = false;	/* made again once connected */
+				zk_part_last_calls_lost(p);	/* made again once connected */
 			else if (r->rc == ZOK)
 			{
 				bool		ready = false;
@@ -717,14 +715,14 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			if (p->step != DB_GONE)
 				break;
 			if (lost)
-				p->last_calls = false;	/* made again once connected */
+				zk_part_last_calls_lost(p);	/* made again once connected */
 			else
 				(void) ready_delete(p, r, T_GONE_READY);
 			break;
 
 		case T_GONE_READY:
 			if (lost)
-				p->last_calls = false;	/* made again once connected */
+				zk_part_last_calls_lost(p);	/* made again once connected */
 			else if (r->rc != ZOK && r->rc != ZNONODE)
 				ereport(LOG,
 						(errmsg("zklock could not delete node \"%s\": %s",

@@ -145,7 +145,7 @@ participants_step(ZkPart *p, const ZkResult *r)
 	bool		semaphore = (p->arg == ZK_LIST_SEMAPHORE);
 	PartNodes  *pn;
 
-	if (p->dropping)
+	if (zk_part_dropping(p))
 		return;
 	if (r == NULL)
 	{

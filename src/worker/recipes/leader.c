@@ -171,7 +171,7 @@ latch_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 {
 	LeaderGroup *g = group_of(p);
 
-	if (g == NULL || g->latch != p || p->dropping)
+	if (g == NULL || g->latch != p || zk_part_dropping(p))
 		return ZK_WATCH_CHILDREN;	/* leaving: decide nothing, wait for
 									 * nothing; the engine deletes the node */
 
@@ -213,7 +213,7 @@ latch_fired(ZkPart *p)
 	if (g == NULL || g->latch != p || !g->leading)
 		return;
 	stop_leading(g, "Its latch node changed or was deleted; it looks again.");
-	p->holds = false;
+	zk_part_unhold(p);
 	publish(p->group);
 }
 
@@ -299,7 +299,7 @@ found(ZkPart *p, bool observe, const char *node, const char *data, int n)
 	publish(p->group);
 
 	/* we think we lead, but the leader is someone else: look again */
-	if (g->latch && g->latch->holds &&
+	if (g->latch && zk_part_holds(g->latch) &&
 		(node == NULL || strcmp(node, g->latch->node) != 0))
 		zk_part_look_again(g->latch);
 }
@@ -327,7 +327,7 @@ find_step(ZkPart *p, const ZkResult *r, bool observe)
 	int			n;
 	char		path[ZK_PATH_MAX];
 
-	if (p->dropping)
+	if (zk_part_dropping(p))
 		return;
 	if (r == NULL)
 	{
@@ -352,7 +352,7 @@ find_step(ZkPart *p, const ZkResult *r, bool observe)
 				return;
 			}
 			found(p, observe, NULL, NULL, 0);
-			if (observe && p->step == 0 && !p->dropping)
+			if (observe && p->step == 0 && !zk_part_dropping(p))
 			{
 				/* wait for a participant (our own latch part's node) */
 				p->step = 1;

@@ -171,7 +171,7 @@ check_step(ZkPart *p, const ZkResult *r, bool (*counts) (ZkForm),
 {
 	ZkNodeRef  *nodes;
 
-	if (r == NULL || p->dropping)
+	if (r == NULL || zk_part_dropping(p))
 		return;
 	if (r->rc == ZOK && zk_list_participants(r, counts, &nodes) > 0)
 	{
@@ -182,7 +182,7 @@ check_step(ZkPart *p, const ZkResult *r, bool (*counts) (ZkForm),
 	if (r->rc != ZOK && r->rc != ZNONODE)
 		return;					/* not checked: begin() runs again */
 	if (++p->count == 2)
-		p->checked = true;
+		zk_part_checked(p);
 }
 
 static void

@@ -102,7 +102,7 @@ revoke_failed(ZkPart *p, const ZkResult *r, const char *what)
 static void
 revoke_step(ZkPart *p, const ZkResult *r)
 {
-	if (p->dropping)
+	if (zk_part_dropping(p))
 		return;
 	if (r == NULL)
 	{

@@ -82,7 +82,7 @@ lease_begin(ZkPart *p)
 
 	if (p->extra == NULL)
 	{
-		p->checked = true;
+		zk_part_checked(p);
 		return;
 	}
 	zk_path(path, sizeof(path), p->extra, "");
@@ -94,7 +94,7 @@ lease_step(ZkPart *p, const ZkResult *r)
 {
 	int32		value;
 
-	if (r == NULL || r->tag != T_COUNT || p->dropping || p->holds)
+	if (r == NULL || r->tag != T_COUNT || zk_part_dropping(p) || zk_part_holds(p))
 		return;
 	if (r->rc == ZNONODE)
 		zk_part_fail(p, ERRCODE_INVALID_PARAMETER_VALUE,
@@ -112,7 +112,7 @@ lease_step(ZkPart *p, const ZkResult *r)
 	{
 		/* (without the watch, which a fire took meanwhile: read again) */
 		p->arg = value;
-		p->checked = true;
+		zk_part_checked(p);
 	}
 }
 

@@ -331,7 +331,7 @@ count_step(ZkPart *p, const ZkResult *r)
 {
 	int32		value;
 
-	if (p->dropping)
+	if (zk_part_dropping(p))
 		return;
 	if (r == NULL)
 	{
