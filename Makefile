@@ -35,12 +35,14 @@ OBJS = \
 	src/worker/reply.o \
 	src/worker/session.o \
 	src/worker/engine/engine.o \
+	src/worker/engine/part.o \
 	src/worker/engine/part_calls.o \
 	src/worker/engine/calls.o \
 	src/worker/engine/watches.o \
 	src/worker/engine/sequential.o \
 	src/worker/engine/handoff.o \
-	src/worker/engine/reconciler.o \
+	src/worker/engine/parents.o \
+	src/worker/engine/instance.o \
 	src/worker/recipes/lock.o \
 	src/worker/recipes/semaphore.o \
 	src/worker/recipes/barrier.o \

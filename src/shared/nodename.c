@@ -24,7 +24,7 @@
  *
  * zklock's own protected prefix carries its ZooKeeper session id in the
  * last 16 hex digits of the UUID, so that the worker can recognise its own
- * session's nodes in a listing (see worker/engine/reconciler.c).  Curator
+ * session's nodes in a listing (see worker/engine/instance.c).  Curator
  * only requires the UUID to parse, which it does.
  *
  * Plain C: test/unit/nodename_test.c tests it without a server.

@@ -41,13 +41,17 @@
  *	  reply.c		the worker's side of the request protocol: outcomes
  *	  session.c		the ZooKeeper session: connect, confirm, lose, recover
  *	  engine/		the engine: what the worker does with requests
- *	    engine.c	parts, the entries they serve, the loop's work
+ *	    README		how the engine works: structures, states, who writes what
+ *	    engine.c	the turn: requests, answers and fires, session events
+ *	    part.c		parts: their entries, outcomes, life, advance()
  *	    part_calls.c	the calls parts make, booked before they go out
  *	    calls.c		the I/O: calls sent to ZooKeeper, answers, the watcher
  *	    watches.c	the registry of watches
  *	    sequential.c	the sequential-node protocol all lock recipes share
  *	    handoff.c	local hand-off between the instance's backends, retention
- *	    reconciler.c	known parents, and the reconciler of orphaned nodes
+ *	    parents.c	the parents the instance uses
+ *	    instance.c	the instance's own calls: reconciler, session node,
+ *					removal of watches
  *	    engine.h	the engine as the worker loop and the drivers see it
  *	    engine_internal.h	what the engine's files share
  *	  recipes/		the drivers: what each recipe names its node and how it

@@ -1,43 +1,19 @@
 /*-------------------------------------------------------------------------
  *
  * engine.c
- *	  The engine: parts, the entries they serve, and the turn.
+ *	  The engine's turn, and the session's coming and going.
  *
- * A backend's request (a shared ZkEntry, see shared/protocol.h) is served
- * by a part (ZkPart, engine.h): one participation of the instance in a
- * recipe, with at most one node of ours.  Every recipe is a driver
- * (worker/recipes/):
+ * What it owns: zk_engine_run, which the worker loop calls once per wait
+ * and whose five steps are listed there in the order they run; the
+ * requests backends queued (a new request becomes a waiter of a part, an
+ * entry given up leaves it, an ask goes to the driver); the dispatch of
+ * answered calls and fired watches to their parts (the registry's side is
+ * watches.c's); the session connected again (every part resumes) or lost
+ * (holdings are lost, waiting requests start over); the start, which takes
+ * over the entries a previous worker left; and the drivers' table.
  *
- *	- Sequential-node recipes (exclusive lock, read and write lock,
- *	  semaphore lease and entry mutex, leader latch) only say how their node
- *	  is named and, given the ordered participants, whether ours holds and
- *	  which node to watch otherwise.  The engine runs the protocol they
- *	  share (sequential.c).
- *	- Other recipes (barriers, double barrier, shared counts, job claims,
- *	  revocation, listings) drive their part with the engine's calls from step().
- *
- * This file owns the parts and the entries they serve: a request becomes a
- * waiter of a part (a new one, or the open part of its lock, see
- * handoff.c); a part grants, finishes or fails its entries; advance()
- * sends whatever a part needs next; a part no longer needed has its node
- * deleted and goes.  An entry given up is freed only once the part's node
- * no longer stands for it (settle_leaving): a release returns once everyone
- * else can take the lock.  It also owns the turn: zk_engine_run, which the
- * worker loop calls once per wait, lists its steps in the order they run
- * (take requests, take answers, advance the parts whose time has come, the
- * instance's own work, send); and the session's coming and going, and the
- * start, which takes over the entries a previous worker left.
- *
- * The engine's other files (src/worker/engine/) each own one concern;
- * engine_internal.h declares what they share:
- *
- *	part_calls.c	the calls parts make, booked before they go out
- *	calls.c			the I/O: calls sent to ZooKeeper, answers, the watcher
- *	watches.c		the registry of watches by path
- *	sequential.c	the sequential-node protocol of the lock recipes
- *	handoff.c		local hand-off between the instance's backends, retention
- *	reconciler.c	the parents the instance uses, the reconciler, the
- *					session node's create
+ * How the engine works, its structures and who may write which field:
+ * src/worker/engine/README.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,22 +25,11 @@
 
 #include "worker/engine/engine_internal.h"
 
-/* Give up re-creating a reaped parent after this many tries in a row. */
-#define MAX_PARENT_TRIES	10
-
 MemoryContext zk_turn_context = NULL;
 MemoryContext engine_context = NULL;
 
-/*
- * The parts, each in a chunk of its size: an allocation set would round
- * each up to the next power of two, nearly twice the size.
- */
-static MemoryContext part_context = NULL;
-
 ZkOp	   *ops;
 dlist_head	parts = DLIST_STATIC_INIT(parts);
-static HTAB *open_parts;
-static int	nparts = 0;
 TimestampTz answered_list_sent_at = 0;	/* of the listing being processed */
 
 /* What calls.c hands back: answered calls, fired watches (zk_calls_init). */
@@ -99,508 +64,10 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 				drivers[k_]->hook(); \
 	} while (0)
 
-static void free_part(ZkPart *p);
-
 /* Parts to resume after a reconnect (resume_parts), at most this many a turn. */
 #define RESUME_BATCH		256
 static dlist_head resuming = DLIST_STATIC_INIT(resuming);
 static void resume_parts(void);
-
-/* The parts kept while their driver's busy() says so (busy_wait). */
-static dlist_head busy_parts = DLIST_STATIC_INIT(busy_parts);
-
-static void
-wait_busy(ZkPart *p)
-{
-	if (dlist_node_is_detached(&p->busy_link))
-		dlist_push_tail(&busy_parts, &p->busy_link);
-}
-
-/* ---- small helpers ---- */
-
-/* Is a part's name a copy (else the end of its parent's path)? */
-static inline bool
-name_is_copy(const ZkDriver *d)
-{
-	return d->suffix && d->suffix[0];
-}
-
-bool
-has_entries(ZkPart *p)
-{
-	return !dlist_is_empty(&p->holders) || !dlist_is_empty(&p->waiters);
-}
-
-/* The (first) entry a part serves, or -1. */
-int
-zk_part_entry(ZkPart *p)
-{
-	dlist_head *h = !dlist_is_empty(&p->holders) ? &p->holders : &p->waiters;
-
-	if (dlist_is_empty(h))
-		return -1;
-	return dlist_container(ZkOp, link, dlist_head_node(h)) - ops;
-}
-
-/* ---- outcomes for entries ---- */
-
-/* A held entry is lost: an ask of its owner that waits fails with it. */
-static void
-fail_ask(int id, const char *why)
-{
-	ZkAskState	state;
-
-	LWLockAcquire(zk_shared->lock, LW_SHARED);
-	state = ZK_ENTRY(id)->ask_state;
-	LWLockRelease(zk_shared->lock);
-	if (state == ZK_ASK_PENDING)
-		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_T_R_SERIALIZATION_FAILURE,
-						   "%s", why);
-}
-
-void
-detach(int id)
-{
-	ZkOp	   *op = &ops[id];
-	ZkPart	   *p = op->part;
-
-	if (p == NULL)
-		return;
-	dlist_delete(&op->link);
-	if (op->holder)
-		p->nholders--;
-	op->holder = false;
-	op->part = NULL;
-}
-
-void
-attach(ZkPart *p, int id)
-{
-	ZkOp	   *op = &ops[id];
-
-	op->part = p;
-	op->holder = false;
-	op->queued_local = false;
-	dlist_push_tail(&p->waiters, &op->link);
-}
-
-/* Does the part owe its driver's last calls (dropped()): to make, or answers? */
-static bool
-last_calls_owed(ZkPart *p)
-{
-	const ZkDriver *d = p->driver;
-
-	if (d->dropped == NULL)
-		return false;
-	if (p->life == PART_LAST_CALLS)
-		return p->inflight > 0;
-	return d->has_last_calls(p);
-}
-
-/*
- * Is the part's node still in ZooKeeper on behalf of entries done with it,
- * or is its driver still at work for them (busy, or the last calls of a
- * dropped part: a double barrier's "ready" to delete)?  Not once the node
- * is gone and the last calls are answered (a lost session ends them), nor
- * while the part keeps it for entries it still serves (the lock then has a
- * new holder or waiter) or retains it (zklock.retain_time, whose README
- * text says so).
- */
-static bool
-node_pending(ZkPart *p)
-{
-	return p->life != PART_DEAD &&
-		((zk_part_dropping(p) && p->phase != NODE_NONE) ||
-		 (p->driver->busy && p->driver->busy(p)) ||
-		 (zk_part_dropping(p) && last_calls_owed(p)));
-}
-
-/*
- * Put an entry done with part p on its leaving list: released ones are
- * freed (and their backend woken, see zk_free_entry) only when the node is
- * no longer pending, so that a release, a failed no-wait attempt or a
- * timed-out wait returns only once everyone else can take the lock.
- */
-static void
-leave(ZkPart *p, ZkOp *op)
-{
-	op->leaving = p;
-	dlist_push_tail(&p->leaving, &op->link);
-}
-
-/* Free the entries waiting for the part's node to go, once it has. */
-static void
-settle_leaving(ZkPart *p)
-{
-	if (node_pending(p))
-		return;
-	while (!dlist_is_empty(&p->leaving))
-	{
-		ZkOp	   *op = dlist_container(ZkOp, link,
-										 dlist_pop_head_node(&p->leaving));
-
-		op->leaving = NULL;
-		if (op->freeing)
-		{
-			op->freeing = false;
-			zk_free_entry(op - ops);
-		}
-	}
-}
-
-void
-grant(ZkPart *p, ZkOp *op)
-{
-	int			id = op - ops;
-	int64		token = p->czxid << TOKEN_SHIFT;
-
-	if (!p->driver->shared)
-		token |= p->grants;
-	if (p->grants > 0)
-		pg_atomic_fetch_add_u64(&zk_shared->n_local_grants, 1);
-	if (overtakes(p, op))
-		p->local_grants++;
-	p->grants++;
-	dlist_delete(&op->link);
-	dlist_push_tail(&p->holders, &op->link);
-	op->holder = true;
-	p->nholders++;
-	zk_set_grant(id, token, p->session_id, p->node);
-	/* a holder that asked to be revocable wants the watch at once */
-	if (ZK_ENTRY(id)->flags & ZKR_REVOCABLE)
-		own_watch(p);
-}
-
-/* Grant every waiting entry of a part that is not a cohort (or all). */
-void
-zk_part_grant(ZkPart *p)
-{
-	if (p->cohort)
-	{
-		cohort_update(p);
-		return;
-	}
-	while (!dlist_is_empty(&p->waiters) &&
-		   (p->driver->shared || p->nholders == 0))
-		grant(p, dlist_container(ZkOp, link, dlist_head_node(&p->waiters)));
-}
-
-/* Finish a one-shot part: its entry is DONE with result; the part goes. */
-void
-zk_part_done(ZkPart *p, int64 result)
-{
-	int			id;
-
-	while ((id = zk_part_entry(p)) >= 0)
-	{
-		detach(id);
-		zk_set_result(id, result);
-	}
-	zk_part_drop(p);
-}
-
-/* Finish a listing part: its rows go to its entry. */
-void
-zk_part_rows(ZkPart *p)
-{
-	int			id;
-
-	while ((id = zk_part_entry(p)) >= 0)
-	{
-		detach(id);
-		zk_set_rows(id, p->rows);
-	}
-	zk_part_drop(p);
-}
-
-
-/*
- * Say that a holder lost what it held with the session.  A job claim made
- * final is not lost: its transaction's commit record settles it, from the
- * index of unsettled claims (recipes/claim.c).
- */
-static void
-report_lost(ZkEntry *e, const char *why)
-{
-	if (e->kind == ZK_KIND_JOB_CLAIM && e->ask == ZK_ASK_FINALIZE &&
-		e->ask_state == ZK_ASK_DONE)
-		ereport(LOG,
-				(errmsg("zklock job claim \"%s\" of process %d was made final and is settled by its transaction's commit record",
-						e->name, e->owner_pid),
-				 errdetail_internal("%s", why)));
-	else
-		ereport(WARNING,
-				(errmsg("zklock %s \"%s\" held by process %d was lost",
-						zk_kind_name(e->kind), e->name, e->owner_pid),
-				 errdetail_internal("%s", why)));
-}
-
-/* Fail every entry of a part with an error; the part goes. */
-void
-zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
-{
-	char		msg[ZK_ERRMSG_MAX];
-	va_list		ap;
-	int			id;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	while ((id = zk_part_entry(p)) >= 0)
-	{
-		bool		held = ops[id].holder;
-
-		detach(id);
-		leave(p, &ops[id]);		/* its give-up waits for our node to go */
-		if (held)
-		{
-			report_lost(ZK_ENTRY(id), msg);
-			zk_set_outcome(id, ZKE_LOST, 0, "%s", msg);
-			fail_ask(id, msg);
-		}
-		else
-			zk_set_outcome(id, ZKE_FAILED, sqlerrcode, "%s", msg);
-	}
-	if (p->group >= 0 && p->driver->reset)
-		p->driver->reset(p, msg, true);
-	zk_part_drop(p);
-}
-
-/* The part's waiting entries (only the no-wait ones, or all) find it taken. */
-static void
-refuse_waiters(ZkPart *p, bool all)
-{
-	dlist_mutable_iter it;
-
-	dlist_foreach_modify(it, &p->waiters)
-	{
-		ZkOp	   *op = dlist_container(ZkOp, link, it.cur);
-		int			id = op - ops;
-
-		if (all || (ZK_ENTRY(id)->flags & ZKR_NOWAIT))
-		{
-			detach(id);
-			leave(p, op);
-			zk_set_outcome(id, ZKE_WOULD_BLOCK, 0, NULL);
-		}
-	}
-}
-
-/* The part's waiting no-wait entries find it taken. */
-void
-zk_part_would_block(ZkPart *p)
-{
-	refuse_waiters(p, false);
-}
-
-/* The part's waiting entries find it taken for good: waiting would not help. */
-void
-zk_part_taken(ZkPart *p)
-{
-	refuse_waiters(p, true);
-}
-
-/* Show which node the part's waiting entries wait for. */
-void
-zk_part_wait_on(ZkPart *p, const char *node)
-{
-	dlist_iter	it;
-
-	dlist_foreach(it, &p->waiters)
-		zk_set_node(dlist_container(ZkOp, link, it.cur) - ops,
-					p->phase == NODE_EXISTS ? p->node : "", node);
-}
-
-/* A create of our node succeeded: remember it. */
-void
-zk_part_node_created(ZkPart *p, const char *path, const struct Stat *stat)
-{
-	ZkParent   *e;
-
-	strlcpy(p->node, zk_node_of(path), sizeof(p->node));
-	p->czxid = stat->czxid;
-	p->version = stat->version;
-	p->session_id = zk_session();
-	zk_part_set_phase(p, NODE_EXISTS);
-	p->parent_tries = 0;
-	p->parent_error = ZOK;
-	e = parent_entry(p->parent, true);
-	if (e)
-	{
-		e->known = true;
-		e->used = GetCurrentTimestamp();
-	}
-}
-
-/* ---- a part's state ---- */
-
-/*
- * Our node's phase changes; zk_stats counts the nodes that exist (or whose
- * delete is out).
- */
-void
-zk_part_set_phase(ZkPart *p, ZkNodePhase phase)
-{
-	bool		had = (p->phase == NODE_EXISTS || p->phase == NODE_DELETING);
-	bool		has = (phase == NODE_EXISTS || phase == NODE_DELETING);
-
-	if (has && !had)
-		pg_atomic_fetch_add_u32(&zk_shared->n_nodes, 1);
-	else if (had && !has)
-		pg_atomic_fetch_sub_u32(&zk_shared->n_nodes, 1);
-	p->phase = phase;
-}
-
-/* The driver's check (begin) passed. */
-void
-zk_part_checked(ZkPart *p)
-{
-	if (p->stage < SEQ_UNDECIDED)
-		p->stage = SEQ_UNDECIDED;
-}
-
-/* What the driver's check read may have changed: it is made again. */
-void
-check_again(ZkPart *p)
-{
-	if (p->stage > SEQ_CHECKING)
-		p->stage = SEQ_CHECKING;
-}
-
-/* Our node no longer holds, as far as the driver knows: it decides again. */
-void
-zk_part_unhold(ZkPart *p)
-{
-	if (p->stage == SEQ_HOLDING)
-		p->stage = SEQ_WAITING;
-}
-
-/*
- * An answer to one of the driver's last calls was lost with the
- * connection: they are made again once connected (advance).
- */
-void
-zk_part_last_calls_lost(ZkPart *p)
-{
-	if (p->life == PART_LAST_CALLS)
-		p->life = PART_DROPPING;
-}
-
-/* ---- parts ---- */
-
-ZkPart *
-new_part(const ZkDriver *d, const char *name)
-{
-	ZkPart	   *p = MemoryContextAllocZero(part_context, sizeof(ZkPart));
-	char		path[ZK_PATH_MAX];
-
-	p->driver = d;
-	p->cohort = d->cohort && zklock_local_handoff;
-	zk_path(path, sizeof(path), name, d->suffix);
-	p->group = -1;
-	dlist_init(&p->holders);
-	dlist_init(&p->waiters);
-	dlist_init(&p->leaving);
-	dlist_push_tail(&parts, &p->link);
-	parts_at_add(p, path);		/* sets p->parent */
-	if (name_is_copy(d))
-		p->name = MemoryContextStrdup(engine_context, name);
-	else
-		p->name = p->parent + strlen(p->parent) - strlen(name);
-	nparts++;
-	return p;
-}
-
-/*
- * A part of the instance itself (group >= 0: the leader latch), serving no
- * entry.  It lives until the driver drops it: on session loss it starts
- * over in the next session (see zk_engine_session_lost), and its driver's
- * reset() hears of it.
- */
-ZkPart *
-zk_instance_part(const ZkDriver *d, const char *name, int group)
-{
-	ZkPart	   *p = new_part(d, name);
-
-	p->group = group;
-	p->need_eval = true;
-	advance(p);
-	return p;
-}
-
-/*
- * Have a part look again at its parent (list and decide, or its driver's
- * step), as if a watch had fired: another part learned that something
- * changed.
- */
-void
-zk_part_look_again(ZkPart *p)
-{
-	if (zk_part_dropping(p))
-		return;
-	p->need_eval = true;
-	advance(p);
-}
-
-/*
- * The create of our node found a parent gone (a reaped container, or the
- * parents' creation refused): forget the parents we thought existed and
- * fail the part if they cannot be made, or kept disappearing.  True when
- * the driver may create again.
- */
-bool
-zk_part_parent_gone(ZkPart *p)
-{
-	zk_parents_gone(p->parent);
-	zk_part_set_phase(p, NODE_NONE);
-	if (p->parent_error != ZOK)
-		zk_part_fail(p, zk_refusal_errcode(p->parent_error),
-					 "ZooKeeper refused to create its parent nodes: %s.",
-					 zerror(p->parent_error));
-	else if (++p->parent_tries > MAX_PARENT_TRIES)
-		zk_part_fail(p, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-					 "Its parent node kept disappearing.");
-	else
-		return true;
-	return false;
-}
-
-/*
- * Forget our node: it is gone, or is soon (its session ended), and the
- * part's calls in flight no longer count (gen).
- */
-void
-forget_node(ZkPart *p)
-{
-	own_watch_release(p);		/* before its node name goes */
-	zk_part_set_phase(p, NODE_NONE);
-	p->delete_unsure = false;
-	p->gen++;
-	p->inflight = 0;
-}
-
-/* An instance part whose node was forgotten starts over with a fresh one. */
-static void
-start_again(ZkPart *p, const char *why)
-{
-	p->stage = SEQ_CREATING;
-	p->need_eval = true;
-	p->node[0] = '\0';
-	if (p->driver->reset)
-		p->driver->reset(p, why, false);
-}
-
-/*
- * An instance part lost its node (and what it held) while its session
- * lives on: forget the node and start over with a fresh one.
- */
-void
-restart_instance_part(ZkPart *p, const char *why)
-{
-	forget_node(p);
-	unwatch(p);
-	start_again(p, why);
-}
 
 /*
  * A hash table of the engine (in engine_context) whose keys are hashed and
@@ -619,255 +86,6 @@ engine_hash(const char *name, Size keysize, Size entrysize,
 	ctl.hcxt = engine_context;
 	return hash_create(name, 64, &ctl,
 					   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
-}
-
-static uint32
-open_key_hash(const void *key, Size keysize)
-{
-	const ZkOpenKey *k = key;
-
-	return hash_bytes((const unsigned char *) k->name, strlen(k->name)) ^
-		(uint32) k->kind;
-}
-
-static int
-open_key_match(const void *key1, const void *key2, Size keysize)
-{
-	const ZkOpenKey *k1 = key1;
-	const ZkOpenKey *k2 = key2;
-
-	if (k1->kind != k2->kind)
-		return 1;
-	return strcmp(k1->name, k2->name);
-}
-
-/*
- * The open part of a cohort recipe by kind and name.  A new entry (HASH_ENTER)
- * gets its part with open_set() at once: its key points to the part's name.
- */
-ZkOpen *
-open_entry(ZkKind kind, const char *name, HASHACTION action)
-{
-	ZkOpenKey	key;
-
-	key.kind = kind;
-	key.name = name;
-	return hash_search(open_parts, &key, action, NULL);
-}
-
-/* The open part of o's kind and name is p. */
-void
-open_set(ZkOpen *o, ZkPart *p)
-{
-	o->part = p;
-	o->key.name = p->name;		/* the same name, which lives as long as p */
-}
-
-/* The part no longer accepts new entries of its cohort. */
-void
-close_part(ZkPart *p)
-{
-	ZkOpen	   *o;
-
-	p->closed = true;
-	if (p->cohort &&
-		(o = open_entry(p->driver->kind, p->name, HASH_FIND)) != NULL &&
-		o->part == p)
-		hash_search(open_parts, &o->key, HASH_REMOVE, NULL);
-}
-
-/* Free a part once nothing refers to it any more. */
-static void
-free_part(ZkPart *p)
-{
-	close_part(p);
-	unwatch(p);
-	side_unwatch(p);
-	own_unwatch(p);
-	p->life = PART_DEAD;
-	settle_leaving(p);
-	if (p->calls > 0)
-		return;
-	zk_part_set_phase(p, NODE_NONE);
-	if (p->driver->freed)
-		p->driver->freed(p);
-	unretain(p);
-	own_watch_undue(p);
-	own_watch_release(p);
-	if (!dlist_node_is_detached(&p->busy_link))
-		dlist_delete(&p->busy_link);
-	if (!dlist_node_is_detached(&p->resume_link))
-		dlist_delete(&p->resume_link);
-	if (name_is_copy(p->driver))
-		pfree((char *) p->name);
-	parts_at_remove(p);
-	dlist_delete(&p->link);
-	nparts--;
-	if (p->rows)
-	{
-		pfree(p->rows->data);
-		pfree(p->rows);
-	}
-	if (p->extra)
-		pfree(p->extra);
-	pfree(p);
-}
-
-/*
- * The part is no longer needed: delete our node (retrying across
- * reconnects until it is gone) and free the part.
- */
-void
-zk_part_drop(ZkPart *p)
-{
-	close_part(p);
-	own_unwatch(p);				/* the delete of our node fires it */
-	side_unwatch(p);
-	if (p->life == PART_ACTIVE)
-		p->life = PART_DROPPING;
-	unretain(p);
-	/* a watch on our node's parent: the delete of our node fires it */
-	unwatch_ex(p, !(p->phase == NODE_EXISTS && !has_entries(p) &&
-					p->watch_path && p->watch_children &&
-					strcmp(p->watch_path, p->parent) == 0 &&
-					zk_connected()));
-	advance(p);
-}
-
-/* ---- what a part does next ---- */
-
-/*
- * Send whatever a part needs next.  Does nothing while a call of the part
- * is in flight (its answer advances it again) or while there is no
- * connected session (reconnecting advances every part).
- */
-void
-advance(ZkPart *p)
-{
-	const ZkDriver *d = p->driver;
-
-	if (p->life == PART_DEAD)
-	{
-		free_part(p);
-		return;
-	}
-	settle_leaving(p);
-
-	/*
-	 * A node no longer needed is deleted at once, even while other calls of
-	 * the part (a listing, a check) are in flight: their answers no longer
-	 * matter, and a later request of the instance, or a contender elsewhere,
-	 * must not find the node in its way.
-	 *
-	 * A sequential node's path is ours alone (its protected prefix), so its
-	 * delete goes at any version and is simply sent again when its reply is
-	 * lost.  A step driver's node has a path others may use once ours is
-	 * gone (a job claim's slot): its delete goes at the version we know (a
-	 * node of our live session, which nobody else deletes), and after a
-	 * lost reply (or a version that does not match) it is sent again only
-	 * if the node there now is still the one we created (its czxid, read
-	 * after a sync), never to a node someone made since.
-	 */
-	if (zk_part_dropping(p) && !has_entries(p) && p->phase == NODE_EXISTS &&
-		zk_connected())
-	{
-		char		path[ZK_PATH_MAX];
-
-		snprintf(path, sizeof(path), "%s/%s", p->parent, p->node);
-		zk_part_set_phase(p, NODE_DELETING);
-		if (p->delete_unsure)
-		{
-			zk_call_sync(p, T_SYNC, p->parent);
-			zk_call_exists(p, T_DELCHECK, path);
-		}
-		else
-			zk_call_delete(p, T_DELETE, path,
-						   d->form == ZK_FORM_NONE ? p->version : -1);
-		return;
-	}
-	if (p->inflight > 0)
-		return;
-
-	if (zk_part_dropping(p) && !has_entries(p))
-	{
-		switch (p->phase)
-		{
-			case NODE_NONE:
-				if (d->busy && d->busy(p))
-				{
-					wait_busy(p);	/* settle_busy() looks again */
-					return;
-				}
-				if (p->life != PART_LAST_CALLS && last_calls_owed(p))
-				{
-					if (!zk_connected())
-						return; /* made once connected (zk_engine_connected) */
-					p->life = PART_LAST_CALLS;
-					d->dropped(p);
-					if (p->inflight > 0)
-						return;	/* freed once they are answered */
-				}
-				free_part(p);
-				return;
-			case NODE_CREATING:
-				/*
-				 * A step driver whose create's reply was lost (job claim):
-				 * it looks whether the node is there, so that it can go.
-				 */
-				if (d->form == ZK_FORM_NONE && p->need_eval && zk_connected())
-				{
-					p->need_eval = false;
-					d->step(p, NULL);
-				}
-				return;
-			case NODE_DELETING:
-				return;
-			case NODE_UNKNOWN:
-				if (zk_connected())
-				{
-					zk_call_sync(p, T_SYNC, p->parent);
-					zk_call_list(p, T_LIST, p->parent, false);
-				}
-				return;
-			case NODE_EXISTS:
-				return;			/* deleted above once connected */
-		}
-	}
-
-	if (!zk_connected())
-		return;
-
-	if (d->form == ZK_FORM_NONE)
-	{
-		if (p->need_eval)
-		{
-			p->need_eval = false;
-			d->step(p, NULL);
-		}
-		return;
-	}
-
-	switch (p->phase)
-	{
-		case NODE_NONE:
-			if (has_entries(p) || p->group >= 0)
-				seq_create(p);
-			break;
-		case NODE_UNKNOWN:
-			zk_call_sync(p, T_SYNC, p->parent);
-			zk_call_list(p, T_LIST, p->parent, false);
-			break;
-		case NODE_EXISTS:
-			own_watch(p);		/* a holder's, if it has none */
-			if (p->stage < SEQ_UNDECIDED)
-				d->begin(p);	/* the driver's check, again */
-			if (p->stage >= SEQ_UNDECIDED && p->need_eval)
-				seq_list(p);	/* (a check may need no call) */
-			break;
-		case NODE_CREATING:
-		case NODE_DELETING:
-			break;
-	}
 }
 
 /* ---- requests from backends ---- */
@@ -1005,71 +223,6 @@ take_request(int id)
 
 /* ---- one turn ---- */
 
-/*
- * The registry's side of an answered call (watches.c), before its part
- * hears of it.
- *
- * A watch this call set.  If the part's interest in the path was taken by
- * a watch that fired while this call was out (the fire came first, so the
- * watch this call set is a new one), the part decides from this answer and
- * relies on that new watch: take it on, beside any other part that has
- * registered for the path since.  Otherwise, when no part wants the watch
- * any more, make sure it is removed (the part's unwatch() may have sent the
- * removal already, which the server then applied after this call).  Either
- * way the client holds it now, until it fires or a removal is answered.
- */
-static void
-watch_answered(ZkCall *c)
-{
-	ZkPart	   *p = c->part;
-
-	if (c->watched && c->watch_epoch == watch_epoch)
-		(void) count_watch_call(c->path, c->r.type == ZKC_LIST, -1);
-	if (c->watch_set || c->r.tag == T_UNWATCH)
-	{
-		ZkWatchKey	key;
-
-		key.path = c->path;
-		key.children = c->watch_set ? (c->r.type == ZKC_LIST) :
-			(c->mode == ZWATCHTYPE_CHILD);
-		if (!c->watch_set)
-		{
-			/* the answer to a removal */
-			if (c->r.rc == ZOK || c->r.rc == ZNOWATCHER)
-			{
-				watch_left_client(&key);
-				if (!key.children)
-					own_watch_left_client(key.path);
-			}
-		}
-		else if (c->own)
-		{
-			if (c->watch_epoch == watch_epoch)
-				own_watch_set(p);
-		}
-		else if (c->side)
-		{
-			/*
-			 * A side watch is not taken on: a part whose interest a fire
-			 * took makes its check again (see watches.c)
-			 */
-			watch_at_client(&key);
-			if (!watch_wanted(&key))
-				remove_watch(&key);
-		}
-		else
-		{
-			watch_at_client(&key);
-			if (c->watch_epoch == watch_epoch && c->gen == p->gen &&
-				!zk_part_dropping(p) &&
-				p->watch_path == NULL && p->watch_fired)
-				watch(p, c->path, key.children);
-			else if (!watch_wanted(&key))
-				remove_watch(&key);
-		}
-	}
-}
-
 /* Take one answered call: the registry's side, then its part's. */
 static void
 process_call(ZkCall *c)
@@ -1089,6 +242,8 @@ process_call(ZkCall *c)
 						 "The zklock worker ran out of memory.");
 		else if (p == reconciler)
 			p->driver->step(p, &c->r);
+		else if (c->r.tag == T_DELETE || c->r.tag == T_DELCHECK)
+			node_delete_result(p, &c->r);
 		else if (c->r.tag < 0)
 			seq_result(p, &c->r);
 		else
@@ -1105,29 +260,7 @@ process_fired(ZkFired *f)
 {
 	dlist_head	woken;
 	dlist_head	side_woken;
-	ZkPart	   *owner = f->data ? own_watch_fired(f->path) : NULL;
-
-	dlist_init(&woken);
-	dlist_init(&side_woken);
-	for (int children = 0; children <= 1; children++)
-	{
-		ZkWatchKey	key;
-		ZkWatch    *w;
-
-		if (!(children ? f->children : f->data))
-			continue;
-		key.path = f->path;
-		key.children = children;
-		w = hash_search(watches, &key, HASH_FIND, NULL);
-		if (w == NULL)
-			continue;
-		/* the watch is spent: take its parts, then let them set new ones */
-		while (!dlist_is_empty(&w->parts))
-			dlist_push_tail(&woken, dlist_pop_head_node(&w->parts));
-		while (!dlist_is_empty(&w->side_parts))
-			dlist_push_tail(&side_woken, dlist_pop_head_node(&w->side_parts));
-		watch_spent(w);
-	}
+	ZkPart	   *owner = watch_fired_parts(f, &woken, &side_woken);
 
 	/*
 	 * Our own node changed or went: the driver hears of it (the leader
@@ -1148,9 +281,7 @@ process_fired(ZkFired *f)
 		ZkPart	   *p = dlist_container(ZkPart, watch_link,
 										dlist_pop_head_node(&woken));
 
-		pfree(p->watch_path);
-		p->watch_path = NULL;
-		p->watch_fired = true;
+		watch_taken(p);
 		p->need_eval = true;
 		if (p->driver->fired && p->life != PART_DEAD)
 			p->driver->fired(p);
@@ -1165,34 +296,10 @@ process_fired(ZkFired *f)
 		ZkPart	   *p = dlist_container(ZkPart, side_link,
 										dlist_pop_head_node(&side_woken));
 
-		pfree(p->side_path);
-		p->side_path = NULL;
-		check_again(p);
+		side_watch_taken(p);
 		p->need_eval = true;
 		if (has_entries(p) || zk_part_dropping(p))
 			advance(p);
-	}
-}
-
-/*
- * Parts kept for their driver's work (busy_wait): once it is done, their
- * given-up entries are freed and the parts go (advance).  Only those parts
- * are looked at.
- */
-static void
-settle_busy(void)
-{
-	dlist_mutable_iter it;
-
-	dlist_foreach_modify(it, &busy_parts)
-	{
-		ZkPart	   *p = dlist_container(ZkPart, busy_link, it.cur);
-
-		if (!p->driver->busy(p))
-		{
-			dlist_delete_thoroughly(&p->busy_link);
-			advance(p);
-		}
 	}
 }
 
@@ -1479,26 +586,7 @@ zk_engine_session_lost(const char *why)
 			else
 				restart = lappend_int(restart, id);
 		}
-		forget_node(p);
-		if (p->watch_path)
-		{
-			dlist_delete(&p->watch_link);
-			pfree(p->watch_path);
-			p->watch_path = NULL;
-		}
-		if (p->side_path)
-		{
-			dlist_delete(&p->side_link);
-			pfree(p->side_path);
-			p->side_path = NULL;
-		}
-		if (p->group >= 0 && !zk_part_dropping(p))
-		{
-			/* an instance part: starts over once connected again */
-			start_again(p, why);
-			continue;
-		}
-		free_part(p);
+		part_session_ended(p, why);
 	}
 
 	/* the watches died with the session, and the calls setting them */
@@ -1536,23 +624,20 @@ zk_engine_init(void)
 										   ALLOCSET_DEFAULT_SIZES);
 	zk_turn_context = AllocSetContextCreate(TopMemoryContext, "zklock turn",
 											ALLOCSET_DEFAULT_SIZES);
-	part_context = SlabContextCreate(engine_context, "zklock parts",
-									 64 * 1024, sizeof(ZkPart));
 	ops = MemoryContextAllocZero(engine_context,
 								 sizeof(ZkOp) * zk_shared->num_entries);
 
 	zk_calls_init(&answered, &fired);
 	watches_init();
 	parents_init();
-	open_parts = engine_hash("zklock open parts", sizeof(ZkOpenKey),
-							 sizeof(ZkOpen), open_key_hash, open_key_match);
+	parts_init();
 
 	/* a kind's driver puts its nodes where zk_locks shows them */
 	for (int k = 0; k < ZK_NUM_KINDS; k++)
 		Assert(drivers[k] == NULL ||
 			   strcmp(drivers[k]->suffix, zk_kind_suffix(k)) == 0);
 
-	reconciler = new_part(&reconciler_driver, "");
+	reconciler = new_part(&instance_driver, "");
 	DRIVER_HOOKS(init);
 
 	pg_atomic_write_u32(&zk_shared->n_nodes, 0);

@@ -5,10 +5,9 @@
  *	  drivers (src/worker/recipes/) see it.
  *
  * Only the worker process includes this: it is the only code that talks
- * to ZooKeeper.  The engine is the files of src/worker/engine/: engine.c,
- * part_calls.c, calls.c, watches.c, sequential.c, handoff.c and
- * reconciler.c (see engine.c); what they share beyond this is in
- * engine_internal.h.
+ * to ZooKeeper.  The engine is the files of src/worker/engine/, which its
+ * README describes (what a driver may touch is listed there); what they
+ * share beyond this is in engine_internal.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -150,7 +149,7 @@ struct ZkPart
 								 * end of parent, or a copy when the driver
 								 * has a suffix (name_is_copy) */
 	const char *parent;			/* path of our node's parent (the key of its
-								 * entry among the parents, reconciler.c) */
+								 * entry among the parents, parents.c) */
 	uint32		gen;			/* bumped when the part starts over */
 	ZkPartLife	life;			/* zk_part_drop, free_part (part.c) */
 	ZkSeqStage	stage;			/* sequential parts (sequential.c) */

@@ -2,8 +2,8 @@
  *
  * engine_internal.h
  *	  What the engine's files share, and nobody else sees: engine.c,
- *	  part_calls.c, calls.c, watches.c, sequential.c, handoff.c,
- *	  reconciler.c.
+ *	  part.c, part_calls.c, calls.c, watches.c, sequential.c,
+ *	  handoff.c, parents.c, instance.c.
  *
  * The worker loop and the drivers see the engine through engine.h.  The
  * names declared here are the engine's own and short; they are hidden, so
@@ -155,7 +155,7 @@ typedef struct ZkWatchCalls
  */
 typedef struct ZkParent
 {
-	const char *path;			/* key: a copy of its own (reconciler.c) */
+	const char *path;			/* key: a copy of its own (parents.c) */
 	bool		known;			/* created or seen to exist */
 	TimestampTz used;			/* a node of ours was there */
 	bool		suspect;		/* a create's outcome there was unknown */
@@ -179,7 +179,7 @@ typedef struct ZkOpen
 #pragma GCC visibility push(hidden)
 #endif
 
-/* engine.c: parts, their entries, advancing them */
+/* engine.c: the turn */
 extern MemoryContext engine_context;
 extern ZkOp *ops;
 extern dlist_head parts;
@@ -187,7 +187,18 @@ extern TimestampTz answered_list_sent_at;
 
 extern HTAB *engine_hash(const char *name, Size keysize, Size entrysize,
 						 HashValueFunc hash, HashCompareFunc match);
+
+/* part.c: parts, their entries and outcomes, their life, advancing them */
+extern void parts_init(void);
 extern bool has_entries(ZkPart *p);
+extern void fail_ask(int id, const char *why);
+extern void report_lost(ZkEntry *e, const char *why);
+extern void leave(ZkPart *p, ZkOp *op);
+extern void settle_leaving(ZkPart *p);
+extern void free_part(ZkPart *p);
+extern void settle_busy(void);
+extern void part_session_ended(ZkPart *p, const char *why);
+extern void node_delete_result(ZkPart *p, const ZkResult *r);
 extern void detach(int id);
 extern void attach(ZkPart *p, int id);
 extern void grant(ZkPart *p, ZkOp *op);
@@ -243,6 +254,12 @@ extern void watch_left_client(const ZkWatchKey *key);
 extern void watch_spent(ZkWatch *w);
 extern bool watch_wanted(const ZkWatchKey *key);
 extern void forget_watches(void);
+extern void watch_answered(ZkCall *c);
+extern ZkPart *watch_fired_parts(ZkFired *f, dlist_head *woken,
+								 dlist_head *side_woken);
+extern void watch_taken(ZkPart *p);
+extern void side_watch_taken(ZkPart *p);
+extern void watches_gone(ZkPart *p);
 extern void own_watch_undue(ZkPart *p);
 extern TimestampTz own_watch_next_due(void);
 extern void set_due_own_watches(void);
@@ -261,11 +278,8 @@ extern void expire_retained(void);
 extern void unretain(ZkPart *p);
 extern TimestampTz retained_until(void);
 
-/* reconciler.c: parents and the reconciler */
+/* parents.c: the parents the instance uses */
 extern HTAB *parents;
-extern ZkPart *reconciler;
-extern TimestampTz next_reconcile;
-extern const ZkDriver reconciler_driver;
 
 extern ZkParent *parent_entry(const char *path, bool create);
 extern void parents_init(void);
@@ -273,8 +287,15 @@ extern void parts_at_add(ZkPart *p, const char *parent);
 extern void parts_at_remove(ZkPart *p);
 extern void parent_known(const char *path, bool known);
 extern ZkPart *part_of_node(const char *path);
+
+/* instance.c: the instance's own part and calls, the reconciler */
+extern ZkPart *reconciler;
+extern TimestampTz next_reconcile;
+extern const ZkDriver instance_driver;
+
 extern void reconcile(void);
 extern void create_session_node(void);
+extern void send_unwatch(const ZkWatchKey *key);
 
 #ifdef __GNUC__
 #pragma GCC visibility pop

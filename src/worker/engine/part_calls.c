@@ -10,7 +10,7 @@
  * in engine.c).  Before a call goes on the outbox (calls.c), this file does
  * the engine's bookkeeping that the call implies: it counts as in flight
  * for its part (queue_call), a create first creates the parents not known
- * to exist (parent_entry, reconciler.c), a call that sets a watch registers
+ * to exist (parent_entry, parents.c), a call that sets a watch registers
  * the part's interest and the call (watches.c), and the creates and
  * deletes of the sequential protocol's nodes are marked as writes that may
  * be coalesced.  What happens to the answer is the engine's too

@@ -17,7 +17,7 @@
  * leader committed).  A holder of a revocable recipe reads its own node
  * with a watch, for Curator's revocation message.
  *
- * advance() (engine.c) says when a part creates its node or lists its
+ * advance() (part.c) says when a part creates its node or lists its
  * parent again; seq_result() acts on the answers.
  *
  *-------------------------------------------------------------------------
@@ -241,14 +241,6 @@ revoke_requested(ZkPart *p)
 	}
 }
 
-/* Our node is gone (deleted, or found gone or replaced). */
-static void
-node_deleted(ZkPart *p)
-{
-	zk_part_set_phase(p, NODE_NONE);
-	p->delete_unsure = false;
-}
-
 /* Results of the engine's own calls about a sequential part. */
 void
 seq_result(ZkPart *p, const ZkResult *r)
@@ -364,50 +356,6 @@ seq_result(ZkPart *p, const ZkResult *r)
 				own_unwatch(p);
 				if (r->rc == ZNONODE)
 					p->need_eval = true;
-			}
-			break;
-		case T_DELETE:
-			if (r->rc == ZOK || r->rc == ZNONODE)
-			{
-				node_deleted(p);
-				/* the deletion fired our watch on it; the event came first */
-				own_watch_forget(p);
-			}
-			else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING ||
-					 (r->rc == ZBADVERSION && p->driver->form == ZK_FORM_NONE))
-			{
-				/* sent again after reconnecting (see advance) */
-				zk_part_set_phase(p, NODE_EXISTS);
-				p->delete_unsure = (p->driver->form == ZK_FORM_NONE);
-			}
-			else
-			{
-				/* nothing more we can do; say so, for the DBA */
-				ereport(WARNING,
-						(errmsg("zklock could not delete node \"%s/%s\": %s",
-								p->parent, p->node, zerror(r->rc))));
-				node_deleted(p);
-			}
-			break;
-		case T_DELCHECK:
-			if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
-				zk_part_set_phase(p, NODE_EXISTS);	/* looks again once
-													 * connected */
-			else if (r->rc == ZOK && r->has_stat && r->stat.czxid == p->czxid)
-			{
-				/* still ours: delete it at the version it has now */
-				zk_part_set_phase(p, NODE_EXISTS);
-				p->version = r->stat.version;
-				p->delete_unsure = false;
-			}
-			else
-			{
-				/* gone, or someone else's node since: ours is gone */
-				if (r->rc != ZOK && r->rc != ZNONODE)
-					ereport(WARNING,
-							(errmsg("zklock could not look at node \"%s/%s\" to delete it: %s",
-									p->parent, p->node, zerror(r->rc))));
-				node_deleted(p);
 			}
 			break;
 	}

@@ -9,7 +9,7 @@
  * part relies on one watch at most (on what it waits for), and a holder
  * of a revocable recipe also on the data watch on its own node.  When a
  * watch fires, every part that relied on it looks again (process_fired,
- * engine.c); the watches die with the session (zk_engine_session_lost).
+ * engine.c; watch_fired_parts here); the watches die with the session (zk_engine_session_lost).
  *
  * A waiting part may rely on a second watch, its side watch (a data watch
  * on a node its driver's check reads: a semaphore's shared count), in the
@@ -257,9 +257,7 @@ forget_watches(void)
 			ZkPart	   *p = dlist_container(ZkPart, side_link,
 											dlist_pop_head_node(&w->side_parts));
 
-			pfree(p->side_path);
-			p->side_path = NULL;
-			check_again(p);		/* its check sets the watch again */
+			side_watch_taken(p);	/* its check sets the watch again */
 		}
 		remove_key(watches, &w->key);
 	}
@@ -283,6 +281,146 @@ forget_watches(void)
 	while ((wc = hash_seq_search(&hs)) != NULL)
 		remove_key(watch_calls, &wc->key);
 	watch_epoch++;
+}
+
+/*
+ * The registry's side of an answered call, before its part hears of it
+ * (process_call, engine.c).
+ *
+ * A watch this call set.  If the part's interest in the path was taken by
+ * a watch that fired while this call was out (the fire came first, so the
+ * watch this call set is a new one), the part decides from this answer and
+ * relies on that new watch: take it on, beside any other part that has
+ * registered for the path since.  Otherwise, when no part wants the watch
+ * any more, make sure it is removed (the part's unwatch() may have sent the
+ * removal already, which the server then applied after this call).  Either
+ * way the client holds it now, until it fires or a removal is answered.
+ */
+void
+watch_answered(ZkCall *c)
+{
+	ZkPart	   *p = c->part;
+
+	if (c->watched && c->watch_epoch == watch_epoch)
+		(void) count_watch_call(c->path, c->r.type == ZKC_LIST, -1);
+	if (c->watch_set || c->r.tag == T_UNWATCH)
+	{
+		ZkWatchKey	key;
+
+		key.path = c->path;
+		key.children = c->watch_set ? (c->r.type == ZKC_LIST) :
+			(c->mode == ZWATCHTYPE_CHILD);
+		if (!c->watch_set)
+		{
+			/* the answer to a removal */
+			if (c->r.rc == ZOK || c->r.rc == ZNOWATCHER)
+			{
+				watch_left_client(&key);
+				if (!key.children)
+					own_watch_left_client(key.path);
+			}
+		}
+		else if (c->own)
+		{
+			if (c->watch_epoch == watch_epoch)
+				own_watch_set(p);
+		}
+		else if (c->side)
+		{
+			/*
+			 * A side watch is not taken on: a part whose interest a fire
+			 * took makes its check again (see watches.c)
+			 */
+			watch_at_client(&key);
+			if (!watch_wanted(&key))
+				remove_watch(&key);
+		}
+		else
+		{
+			watch_at_client(&key);
+			if (c->watch_epoch == watch_epoch && c->gen == p->gen &&
+				!zk_part_dropping(p) &&
+				p->watch_path == NULL && p->watch_fired)
+				watch(p, c->path, key.children);
+			else if (!watch_wanted(&key))
+				remove_watch(&key);
+		}
+	}
+}
+
+/*
+ * A watch fired: the registry's side.  The parts that relied on it go on
+ * woken (ZkPart.watch_link) and side_woken (side_link), for the caller to
+ * hand to watch_taken() and side_watch_taken() as each looks again; the
+ * watch is spent.  Returns the part whose own node's data watch it was, if
+ * it relied on it (see own_watch_fired).
+ */
+ZkPart *
+watch_fired_parts(ZkFired *f, dlist_head *woken, dlist_head *side_woken)
+{
+	ZkPart	   *owner = f->data ? own_watch_fired(f->path) : NULL;
+
+	dlist_init(woken);
+	dlist_init(side_woken);
+	for (int children = 0; children <= 1; children++)
+	{
+		ZkWatchKey	key;
+		ZkWatch    *w;
+
+		if (!(children ? f->children : f->data))
+			continue;
+		key.path = f->path;
+		key.children = children;
+		w = hash_search(watches, &key, HASH_FIND, NULL);
+		if (w == NULL)
+			continue;
+		/* the watch is spent: take its parts, then let them set new ones */
+		while (!dlist_is_empty(&w->parts))
+			dlist_push_tail(woken, dlist_pop_head_node(&w->parts));
+		while (!dlist_is_empty(&w->side_parts))
+			dlist_push_tail(side_woken, dlist_pop_head_node(&w->side_parts));
+		watch_spent(w);
+	}
+	return owner;
+}
+
+/* A part taken off its watch (it fired, or died with the session). */
+void
+watch_taken(ZkPart *p)
+{
+	pfree(p->watch_path);
+	p->watch_path = NULL;
+	p->watch_fired = true;
+}
+
+/* A part taken off its side watch: its check is made again. */
+void
+side_watch_taken(ZkPart *p)
+{
+	pfree(p->side_path);
+	p->side_path = NULL;
+	check_again(p);
+}
+
+/*
+ * The session ended: the part's watches are gone with it; the registry
+ * forgets them next (forget_watches).
+ */
+void
+watches_gone(ZkPart *p)
+{
+	if (p->watch_path)
+	{
+		dlist_delete(&p->watch_link);
+		pfree(p->watch_path);
+		p->watch_path = NULL;
+	}
+	if (p->side_path)
+	{
+		dlist_delete(&p->side_link);
+		pfree(p->side_path);
+		p->side_path = NULL;
+	}
 }
 
 /*
@@ -371,7 +509,6 @@ watch(ZkPart *p, const char *path, bool children)
 void
 remove_watch(const ZkWatchKey *key)
 {
-	ZkCall	   *c;
 	ZkPart	   *owner;
 
 	if (!zk_connected())
@@ -382,9 +519,7 @@ remove_watch(const ZkWatchKey *key)
 	if (!key->children && (owner = part_of_node(key->path)) != NULL &&
 		own_relied(owner))
 		return;
-	c = new_call(reconciler, ZKC_DELETE, T_UNWATCH, key->path);
-	c->mode = key->children ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
-	queue_call(c);
+	send_unwatch(key);
 }
 
 /*
@@ -667,7 +802,7 @@ own_watch_next_due(void)
 /*
  * Set the data watches on their own nodes that holders want by now (run at
  * the end of every turn).  A holder that asked to be revocable has it set
- * when granted (grant, engine.c).
+ * when granted (grant, part.c).
  */
 void
 set_due_own_watches(void)
