@@ -18,7 +18,8 @@
  * with a watch, for Curator's revocation message.
  *
  * advance() (part.c) says when a part creates its node or lists its
- * parent again; seq_result() acts on the answers.
+ * parent again; seq_result() acts on the answers.  The delete of our node
+ * is part.c's, for every driver.
  *
  *-------------------------------------------------------------------------
  */
