@@ -216,7 +216,7 @@ grant(ZkPart *p, ZkOp *op)
 	dlist_push_tail(&p->holders, &op->link);
 	op->holder = true;
 	p->nholders++;
-	zk_set_grant(id, token, p->session_id, p->node);
+	zk_set_grant(id, token, p->session_id, p->node, p->grants > 1);
 	/* a holder that asked to be revocable wants the watch at once */
 	if (ZK_ENTRY(id)->flags & ZKR_REVOCABLE)
 		own_watch(p);
