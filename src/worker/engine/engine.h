@@ -154,7 +154,7 @@ struct ZkPart
 	uint32		gen;			/* bumped when the part starts over */
 	ZkPartLife	life;			/* zk_part_drop, free_part (part.c) */
 	ZkSeqStage	stage;			/* sequential parts (sequential.c) */
-	bool		cohort;			/* shared by the instance's entries */
+	ZkOwnWatch	own;			/* the data watch on our own node (below) */
 
 	/* our node */
 	ZkNodePhase phase;
@@ -164,19 +164,20 @@ struct ZkPart
 	char		node[ZK_NODE_MAX];	/* its name (last path component); a
 									 * sequential node's protected prefix
 									 * while its create is out or lost */
+	bool		cohort;			/* shared by the instance's entries */
 	bool		need_eval;		/* look again (list and decide; a step
 								 * driver's step(p, NULL)) */
-	int			inflight;		/* our calls awaiting completion, this gen */
-	uint32		held_in_flush;	/* calls held back by that flush (calls.c) */
-	int			calls;			/* all calls referring to this part */
-	int			parent_tries;	/* parent re-creations, this request */
-	int			parent_error;	/* ZooKeeper's refusal to create a parent */
 	bool		delete_unsure;	/* a delete of our node at a path not
 								 * unique to us (ZK_FORM_NONE) may have
 								 * been applied: look (czxid) before
 								 * deleting again */
 	bool		wrote;			/* a write of the part was sent: it may
 								 * have been applied (calls.c) */
+	int			inflight;		/* our calls awaiting completion, this gen */
+	uint32		held_in_flush;	/* calls held back by that flush (calls.c) */
+	int			calls;			/* all calls referring to this part */
+	int			parent_tries;	/* parent re-creations, this request */
+	int			parent_error;	/* ZooKeeper's refusal to create a parent */
 	dlist_node	busy_link;		/* on the parts kept while their driver's
 								 * busy() says so, or detached */
 	dlist_node	parent_link;	/* among the parts under its parent */
@@ -212,9 +213,6 @@ struct ZkPart
 	 * not in the registry of watches (see watches.c)
 	 */
 	TimestampTz held_since;		/* when the part's node came to hold */
-	ZkOwnWatch	own;
-	bool		own_stale;		/* the client holds a watch on our node
-								 * that the part no longer relies on */
 	dlist_node	own_link;		/* while own is PENDING or SET, or
 								 * own_stale: on the own-watch parts */
 	dlist_node	own_due_link;	/* while own is DUE: on the due parts */
@@ -222,8 +220,6 @@ struct ZkPart
 	/* the watch this part relies on */
 	char	   *watch_path;
 	dlist_node	watch_link;
-	bool		watch_children;
-	bool		watch_fired;	/* it fired and the part set none since */
 
 	/*
 	 * A data watch, beside that one, on a node the driver's check (begin)
@@ -232,6 +228,11 @@ struct ZkPart
 	 */
 	char	   *side_path;
 	dlist_node	side_link;
+
+	bool		own_stale;		/* the client holds a watch on our node
+								 * that the part no longer relies on */
+	bool		watch_children; /* watch_path's is a children watch */
+	bool		watch_fired;	/* it fired and the part set none since */
 
 	/* for the driver */
 	int			step;			/* where a driver's protocol is */
