@@ -115,6 +115,16 @@ typedef enum ZkSeqStage
 	SEQ_HOLDING					/* our node holds the recipe */
 } ZkSeqStage;
 
+/* The watch a part relies on (watch_path; see watches.c). */
+typedef enum ZkPartWatch
+{
+	PW_NONE = 0,				/* none */
+	PW_DATA,					/* a data watch on watch_path */
+	PW_CHILDREN,				/* a children watch on watch_path */
+	PW_FIRED					/* none: it fired, and the part set none
+								 * since */
+} ZkPartWatch;
+
 /*
  * The data watch on a holder's own node (drivers with "revocable"; see
  * watches.c): what the part relies on.
@@ -202,6 +212,9 @@ struct ZkPart
 	bool		closed;			/* grants no more; goes once drained */
 	bool		revoke_requested;	/* our node holds Curator's revocation
 									 * message: the part grants no more */
+	bool		own_stale;		/* the client holds a watch on our node
+								 * that the part no longer relies on
+								 * (below) */
 	TimestampTz contended_since;	/* since when a remote contender may
 									 * have waited (see note_contenders) */
 	TimestampTz clear_at;		/* a listing sent then showed none */
@@ -228,11 +241,7 @@ struct ZkPart
 	 */
 	char	   *side_path;
 	dlist_node	side_link;
-
-	bool		own_stale;		/* the client holds a watch on our node
-								 * that the part no longer relies on */
-	bool		watch_children; /* watch_path's is a children watch */
-	bool		watch_fired;	/* it fired and the part set none since */
+	ZkPartWatch watch_state;	/* watch_path's watch, or none */
 
 	/* for the driver */
 	int			step;			/* where a driver's protocol is */

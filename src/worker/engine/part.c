@@ -676,7 +676,7 @@ zk_part_drop(ZkPart *p)
 	unretain(p);
 	/* a watch on our node's parent: the delete of our node fires it */
 	unwatch_ex(p, !(p->phase == NODE_EXISTS && !has_entries(p) &&
-					p->watch_path && p->watch_children &&
+					p->watch_state == PW_CHILDREN &&
 					strcmp(p->watch_path, p->parent) == 0 &&
 					zk_connected()));
 	advance(p);

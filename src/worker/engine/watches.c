@@ -9,7 +9,8 @@
  * part relies on one watch at most (on what it waits for), and a holder
  * of a revocable recipe also on the data watch on its own node.  When a
  * watch fires, every part that relied on it looks again (process_fired,
- * engine.c; watch_fired_parts here); the watches die with the session (zk_engine_session_lost).
+ * engine.c; watch_fired_parts here); the watches die with the session
+ * (zk_engine_session_lost).
  *
  * A waiting part may rely on a second watch, its side watch (a data watch
  * on a node its driver's check reads: a semaphore's shared count), in the
@@ -250,7 +251,7 @@ forget_watches(void)
 
 			pfree(p->watch_path);
 			p->watch_path = NULL;
-			p->watch_fired = false;
+			p->watch_state = PW_NONE;
 		}
 		while (!dlist_is_empty(&w->side_parts))
 		{
@@ -340,7 +341,7 @@ watch_answered(ZkCall *c)
 			watch_at_client(&key);
 			if (c->watch_epoch == watch_epoch && c->gen == p->gen &&
 				!zk_part_dropping(p) &&
-				p->watch_path == NULL && p->watch_fired)
+				p->watch_state == PW_FIRED)
 				watch(p, c->path, key.children);
 			else if (!watch_wanted(&key))
 				remove_watch(&key);
@@ -390,7 +391,7 @@ watch_taken(ZkPart *p)
 {
 	pfree(p->watch_path);
 	p->watch_path = NULL;
-	p->watch_fired = true;
+	p->watch_state = PW_FIRED;
 }
 
 /* A part taken off its side watch: its check is made again. */
@@ -414,6 +415,7 @@ watches_gone(ZkPart *p)
 		dlist_delete(&p->watch_link);
 		pfree(p->watch_path);
 		p->watch_path = NULL;
+		p->watch_state = PW_NONE;
 	}
 	if (p->side_path)
 	{
@@ -480,17 +482,16 @@ watch(ZkPart *p, const char *path, bool children)
 	ZkWatchKey	key;
 	ZkWatch    *w;
 
-	if (p->watch_path && p->watch_children == children &&
+	if (p->watch_state == (children ? PW_CHILDREN : PW_DATA) &&
 		strcmp(p->watch_path, path) == 0)
 		return;
 	unwatch(p);
-	p->watch_fired = false;
 	key.path = path;
 	key.children = children;
 	w = watch_entry(&key);
 	dlist_push_tail(&w->parts, &p->watch_link);
 	p->watch_path = MemoryContextStrdup(engine_context, path);
-	p->watch_children = children;
+	p->watch_state = children ? PW_CHILDREN : PW_DATA;
 }
 
 /*
@@ -542,11 +543,11 @@ unwatch_ex(ZkPart *p, bool tell_server)
 {
 	ZkWatchKey	key;
 
-	p->watch_fired = false;
+	key.children = (p->watch_state == PW_CHILDREN);
+	p->watch_state = PW_NONE;
 	if (p->watch_path == NULL)
 		return;
 	key.path = p->watch_path;
-	key.children = p->watch_children;
 	dlist_delete(&p->watch_link);
 	if (watch_unused(&key) && tell_server)
 		remove_watch(&key);

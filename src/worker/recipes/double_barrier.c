@@ -448,7 +448,7 @@ dbarrier_restart(ZkPart *p)
 		case DB_WAITING:
 			if (zk_part_dropping(p))
 				break;
-			if (p->watch_fired)
+			if (p->watch_state == PW_FIRED)
 				enter_done(p);	/* the watch on "ready": it was created */
 			else
 				enter_look(p);
@@ -561,7 +561,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 				break;
 			if (r->rc == ZOK)
 			{
-				if (p->watch_fired)
+				if (p->watch_state == PW_FIRED)
 					enter_done(p);	/* "ready" appeared meanwhile */
 				else if (r->nchildren >= p->arg)
 				{
