@@ -19,7 +19,6 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
