@@ -31,6 +31,8 @@ OBJS = \
 	src/backend/claim.o \
 	src/backend/monitor.o \
 	src/backend/holdings.o \
+	src/backend/request.o \
+	src/backend/wait.o \
 	src/worker/worker.o \
 	src/worker/reply.o \
 	src/worker/session.o \

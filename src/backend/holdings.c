@@ -36,7 +36,7 @@
  * Double barrier memberships (zk_hold_barrier_enter/leave) are kept apart
  * from both, in double_barrier.c.
  *
- * What "held" means is shared/protocol.c's rule (zk_entry_check): the grant
+ * What "held" means is request.c's rule (zk_entry_check): the grant
  * belongs to the worker's current ZooKeeper session, confirmed lately.
  * Every re-entrant grant, *_held and *_token answer and the COMMIT check
  * asks it; a holding whose session is gone is lost for every kind and

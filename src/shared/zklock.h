@@ -20,8 +20,8 @@
  *	  zklock.h		limits, kinds, settings, names (this file)
  *	  settings.c	the zklock.* settings
  *	  kinds.c		kinds of request: their names, where their nodes are
- *	  protocol.c	the shared-memory request protocol (its backend side),
- *					and what "held" means
+ *	  protocol.c	the shared-memory request protocol: the pool of
+ *					entries, the rows of a listing
  *	  naming.c		names: what a name may be
  *	  paths.c		znode paths of names, slot names of job claims
  *	  nodename.c	child node names: forms, sequence order (plain C)
@@ -35,6 +35,9 @@
  *	  monitor.c		what a DBA sees: views, status, participants
  *	  holdings.c	a backend's own bookkeeping: re-entrancy, scopes,
  *					transactions, composite recipes
+ *	  request.c		its side of the request protocol: requests,
+ *					give-ups, what "held" means
+ *	  wait.c		its waits for the worker
  *
  *	worker/			what the worker runs
  *	  worker.c		the background worker's wait loop

@@ -34,7 +34,7 @@
  * the quorum still had the session after the probe was sent, and it cannot
  * expire before confirmed_at + timeout.  Backends trust a holding only
  * while confirmed_at is younger than half the timeout and the holding
- * belongs to this very session (shared/protocol.c); a paused or cut-off worker
+ * belongs to this very session (backend/request.c); a paused or cut-off worker
  * therefore stops vouching for its locks well before ZooKeeper could hand
  * them to someone else.
  *
