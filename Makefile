@@ -31,6 +31,7 @@ OBJS = \
 	src/backend/claim.o \
 	src/backend/monitor.o \
 	src/backend/holdings.o \
+	src/backend/acquire.o \
 	src/backend/request.o \
 	src/backend/wait.o \
 	src/worker/worker.o \

@@ -3,9 +3,10 @@
  * claim.c
  *	  The SQL side of job claims: zk_job_claim() and zk_job_claims().
  *
- * A claim of (job, slot) belongs to the calling transaction (holdings.c)
- * and becomes final when it commits; the worker's side is
- * worker/recipes/claim.c.  The slot names the claim's znode by its time in
+ * A claim of (job, slot) belongs to the calling transaction and becomes
+ * final when it commits: this file keeps the transaction's claims, which
+ * holdings.c's transaction callbacks make final at PRE_COMMIT and give up
+ * at its end.  The worker's side is worker/recipes/claim.c.  The slot names the claim's znode by its time in
  * UTC, so every caller that computes the same slot (date_trunc('minute',
  * now()), say) names the same node whatever its TimeZone.
  *
@@ -13,17 +14,277 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "replication/message.h"
+#include "storage/ipc.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
 #include "backend/args.h"
 #include "backend/holdings.h"
+#include "shared/pg_compat.h"
 #include "shared/protocol.h"
+
+/*
+ * Job claims of this transaction (zk_hold_claim), in TopMemoryContext:
+ * always transaction scope, made final at PRE_COMMIT, given up at the end
+ * of the transaction or of the subtransaction that took them.  Given up by
+ * an abort (or by an exit in the middle of the transaction), a claim that
+ * was made final is reopened by the worker: COMMIT can still fail after
+ * PRE_COMMIT (a serialization failure found at commit, another extension's
+ * pre-commit callback).
+ */
+typedef struct ZkClaim
+{
+	int			id;
+	uint32		generation;
+	SubTransactionId subid;
+	TimestampTz slot;
+	char	   *job;
+} ZkClaim;
+
+static List *claims = NIL;
+static bool claims_exit_registered = false;
+static bool claims_finalized = false;	/* this transaction's COMMIT made
+										 * them final: no more claims */
+
+static char *
+claim_slot_text(const ZkClaim *c)
+{
+	return DatumGetCString(DirectFunctionCall1(timestamptz_out,
+											   TimestampTzGetDatum(c->slot)));
+}
+
+/*
+ * before_shmem_exit callback: a backend leaving in the middle of a
+ * transaction (FATAL, pg_terminate_backend) never commits it.
+ */
+static void
+claims_exit(int code, Datum arg)
+{
+	zk_claims_release(TopSubTransactionId, true);
+}
+
+/*
+ * Claim (job, slot) for this transaction: true when the worker created the
+ * claim node (or this transaction holds it already), false when anyone else
+ * has finished it, or holds it and timeout_ms (0: at once; ZK_WAIT_FOREVER)
+ * passes before that claim ends; when it ends without being made final,
+ * the slot is open and this call claims it.
+ */
+bool
+zk_hold_claim(const char *job, TimestampTz slot, int64 timeout_ms)
+{
+	ZkRequest	req;
+	ZkEntryState state;
+	ListCell   *lc;
+	int			id;
+	uint32		gen;
+
+	zk_holdings_init();
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+
+		if (c->slot == slot && strcmp(c->job, job) == 0)
+			return true;		/* ours already; COMMIT checks it */
+	}
+	if (claims_finalized)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cannot claim zklock job \"%s\" while the transaction commits",
+						job),
+				 errdetail("The transaction's claims were made final already.")));
+
+	memset(&req, 0, sizeof(req));
+	req.kind = ZK_KIND_JOB_CLAIM;
+	req.name = job;
+	req.flags = timeout_ms == 0 ? ZKR_NOWAIT : 0;
+	req.targ = slot;
+	id = zk_request(&req, &gen);
+	if (!claims_exit_registered)
+	{
+		/*
+		 * Registered after zk_request's own exit hook, so it runs first:
+		 * before that hook gives every entry up without a word, this one
+		 * gives the claims of an unfinished transaction up as aborted.
+		 */
+		before_shmem_exit(claims_exit, (Datum) 0);
+		claims_exit_registered = true;
+	}
+	state = zk_wait(id, gen, zk_deadline(timeout_ms));
+	if (state == ZKE_LOST)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("zklock lost its ZooKeeper session while claiming job \"%s\"",
+						job),
+				 errhint("Retry the call.")));
+	if (state != ZKE_HELD)
+		return false;
+
+	PG_TRY();
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		ZkClaim    *c = palloc(sizeof(ZkClaim));
+
+		c->id = id;
+		c->generation = gen;
+		c->subid = GetCurrentSubTransactionId();
+		c->slot = slot;
+		c->job = pstrdup(job);
+		claims = lappend(claims, c);
+		MemoryContextSwitchTo(old);
+		zk_entry_publish(id, gen, 0, 1, false);
+	}
+	PG_CATCH();
+	{
+		zk_give_up(id, gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return true;
+}
+
+/*
+ * Give up the claims taken in subids >= from (TopSubTransactionId: the
+ * transaction ended).  aborted: the transaction did not commit, so the
+ * worker reopens those made final.  Never throws, never waits.
+ */
+void
+zk_claims_release(SubTransactionId from, bool aborted)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+
+		if (c->subid < from)
+			continue;
+		zk_give_up_asking(c->id, c->generation,
+						  aborted ? ZK_ASK_REOPEN : ZK_ASK_COMMITTED);
+		claims = foreach_delete_current(claims, lc);
+		pfree(c->job);
+		pfree(c);
+	}
+	if (from == TopSubTransactionId)
+		claims_finalized = false;
+}
+
+/* A subtransaction committed: its parent takes its claims over. */
+void
+zk_claims_subcommit(SubTransactionId mySubid, SubTransactionId parentSubid)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+		if (((ZkClaim *) lfirst(lc))->subid == mySubid)
+			((ZkClaim *) lfirst(lc))->subid = parentSubid;
+}
+
+/* PRE_PREPARE: a transaction with claims cannot be prepared. */
+void
+zk_claims_check_prepare(void)
+{
+	if (claims != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that holds zklock job claims"),
+				 errdetail("The claim of job \"%s\" is held by this backend's ZooKeeper session and cannot outlive it.",
+						   ((ZkClaim *) linitial(claims))->job)));
+}
+
+static void
+claim_lost_error(const ZkClaim *c)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("zklock job claim \"%s\" for slot %s held by this transaction was lost",
+					c->job, claim_slot_text(c)),
+			 errdetail("Its ZooKeeper session ended or could not be confirmed in time, so another client may claim the slot."),
+			 errhint("Roll back and retry the transaction.")));
+}
+
+/*
+ * What identifies the transaction's outcome in the commit log, for claims
+ * made final: its full xid (one is assigned if it had none) and the end of
+ * a WAL record of that xid, flushed before the claim is made final.  The
+ * flushed record keeps the xid from being handed out again after a crash
+ * of this instance, and after a failover the timeline and the position
+ * tell the new primary whether this transaction is in its history at all
+ * (worker/recipes/claim.c, xact_outcome).  A standby assigns no xid: its
+ * claims are final at PRE_COMMIT (at most once).
+ */
+static void
+claims_xact(ZkClaimXact *x)
+{
+	static const char msg[] = "job claim made final";
+	XLogRecPtr	end;
+
+	memset(x, 0, sizeof(*x));
+	if (RecoveryInProgress())
+		return;
+	x->xid = U64FromFullTransactionId(GetTopFullTransactionId());
+	end = ZkLogLogicalMessage("zklock", msg, sizeof(msg) - 1);
+	XLogFlush(end);
+	x->lsn = end;
+	x->timeline = GetWALInsertionTimeLine();
+	x->has_xid = true;
+}
+
+/*
+ * PRE_COMMIT: make every claim of the transaction final, one after
+ * another.  Any failure fails the COMMIT with 40001, and the abort that
+ * follows gives the claims up (the slot is open again).
+ */
+void
+zk_claims_finalize(void)
+{
+	ListCell   *lc;
+	ZkClaimXact xact;
+
+	if (claims == NIL)
+		return;
+	claims_finalized = true;
+	claims_xact(&xact);
+	foreach(lc, claims)
+	{
+		ZkClaim    *c = lfirst(lc);
+		MemoryContext ccxt = CurrentMemoryContext;
+
+		if (!zk_entry_valid(c->id, c->generation, NULL))
+			claim_lost_error(c);
+		PG_TRY();
+		{
+			zk_set_claim_xact(c->id, c->generation, &xact);
+			zk_ask(c->id, c->generation, ZK_ASK_FINALIZE,
+				   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   zklock_session_timeout));
+		}
+		PG_CATCH();
+		{
+			ErrorData  *ed;
+
+			/* whatever went wrong, the commit fails as for a lost lock */
+			MemoryContextSwitchTo(ccxt);
+			ed = CopyErrorData();
+			FlushErrorState();
+			ed->sqlerrcode = ERRCODE_T_R_SERIALIZATION_FAILURE;
+			if (ed->hint == NULL)
+				ed->hint = pstrdup("The transaction is rolled back and the slot stays open; retry it.");
+			ReThrowError(ed);
+		}
+		PG_END_TRY();
+	}
+}
 
 /* Argument i, a job slot: finite and one a node name can name. */
 static TimestampTz

@@ -31,10 +31,11 @@
  *	  lock.c		SQL side of locks, read-write locks, semaphores, the
  *					multi-lock and revocation
  *	  barrier.c, double_barrier.c, leader.c, claim.c
- *					SQL sides of the other recipes
+ *					SQL sides of the other recipes (claim.c: and the
+ *					transaction's job claims)
  *	  monitor.c		what a DBA sees: views, status, participants
- *	  holdings.c	a backend's own bookkeeping: re-entrancy, scopes,
- *					transactions, composite recipes
+ *	  holdings.c	a backend's own bookkeeping: scopes, transactions
+ *	  acquire.c		acquiring: re-entrancy, composite recipes
  *	  request.c		its side of the request protocol: requests,
  *					give-ups, what "held" means
  *	  wait.c		its waits for the worker
