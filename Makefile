@@ -37,6 +37,8 @@ OBJS = \
 	src/worker/worker.o \
 	src/worker/reply.o \
 	src/worker/session.o \
+	src/worker/credentials.o \
+	src/worker/client_log.o \
 	src/worker/engine/engine.o \
 	src/worker/engine/part_calls.o \
 	src/worker/engine/calls.o \

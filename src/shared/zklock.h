@@ -44,6 +44,8 @@
  *	  worker.c		the background worker's wait loop
  *	  reply.c		the worker's side of the request protocol: outcomes
  *	  session.c		the ZooKeeper session: connect, confirm, lose, recover
+ *	  credentials.c	zklock.auth_file's credentials, the ACL of our nodes
+ *	  client_log.c	the ZooKeeper client's log lines
  *	  engine/		the engine: what the worker does with requests
  *	    engine.c	parts, the entries they serve, the loop's work
  *	    part_calls.c	the calls parts make, booked before they go out

@@ -450,7 +450,7 @@ zk_set_auth_blocked(const char *file)
 
 /*
  * Record whether connections keep being closed right after they are made
- * (see client_log in session.c), for the hint of backends' 08001.
+ * (see zk_client_log in client_log.c), for the hint of backends' 08001.
  */
 void
 zk_set_closed_on_connect(bool closed)
