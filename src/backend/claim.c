@@ -17,6 +17,7 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "common/jsonapi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -383,47 +384,92 @@ claim_row_cmp(const void *a, const void *b)
 	return x < y ? -1 : (x > y ? 1 : 0);
 }
 
-/*
- * The string value of "key" in JSON data zklock wrote (json_string in
- * worker/engine/calls.c escapes only quotes, backslashes and control
- * characters), or NULL.
- */
-static char *
-json_field(const char *data, const char *key)
+/* What zk_job_claims shows of a claim node's data (zk_node_data's JSON). */
+typedef enum ClaimField
 {
-	char	   *pat = psprintf("\"%s\":", key);
-	const char *s = strstr(data, pat);
-	StringInfoData out;
+	CF_INSTANCE,
+	CF_PID,
+	CF_CLAIMED_AT,
+	CF_STATE,
+	CF_XID,
+	CF_SYSTEM,
+	CF_COUNT
+} ClaimField;
 
-	if (s == NULL)
-		return NULL;
-	s += strlen(pat);
-	initStringInfo(&out);
-	if (*s != '"')
-	{
-		/* a number */
-		while (*s == '-' || (*s >= '0' && *s <= '9'))
-			appendStringInfoChar(&out, *s++);
-		return out.len > 0 ? out.data : NULL;
-	}
-	for (s++; *s && *s != '"'; s++)
-	{
-		if (*s == '\\' && s[1])
-		{
-			s++;
-			if (*s == 'u')
-			{
-				unsigned int c;
+static const char *const claim_field_names[CF_COUNT] = {
+	"instance", "pid", "claimed_at", "state", "xid", "system"
+};
 
-				if (sscanf(s + 1, "%4x", &c) == 1 && c < 0x20)
-					appendStringInfoChar(&out, (char) c);
-				s += Min(strlen(s) - 1, 4);
-				continue;
-			}
-		}
-		appendStringInfoChar(&out, *s);
-	}
-	return out.data;
+/* The parse of a claim's data: its top-level string and number fields. */
+typedef struct ClaimData
+{
+	int			depth;			/* of objects and arrays */
+	int			field;			/* the top-level field being read, or -1 */
+	char	   *values[CF_COUNT];	/* NULL: not there */
+} ClaimData;
+
+static ZK_JSON_ACTION
+claim_data_nest(void *state)
+{
+	ClaimData  *d = state;
+
+	d->depth++;
+	d->field = -1;
+	ZK_JSON_ACTION_DONE;
+}
+
+static ZK_JSON_ACTION
+claim_data_unnest(void *state)
+{
+	((ClaimData *) state)->depth--;
+	ZK_JSON_ACTION_DONE;
+}
+
+static ZK_JSON_ACTION
+claim_data_field(void *state, char *fname, bool isnull)
+{
+	ClaimData  *d = state;
+
+	d->field = -1;
+	for (int f = 0; d->depth == 1 && f < CF_COUNT; f++)
+		if (strcmp(fname, claim_field_names[f]) == 0 && d->values[f] == NULL)
+			d->field = f;
+	ZK_JSON_ACTION_DONE;
+}
+
+static ZK_JSON_ACTION
+claim_data_scalar(void *state, char *token, JsonTokenType tokentype)
+{
+	ClaimData  *d = state;
+
+	if (d->depth == 1 && d->field >= 0 &&
+		(tokentype == JSON_TOKEN_STRING || tokentype == JSON_TOKEN_NUMBER))
+		d->values[d->field] = token;
+	d->field = -1;
+	ZK_JSON_ACTION_DONE;
+}
+
+/*
+ * The fields of a claim's data (JSON that zklock wrote, zk_node_data in
+ * worker/engine/part_calls.c): the first value of each at its top level,
+ * as a string (a number as written); none of data that is not JSON.
+ */
+static void
+claim_data_parse(const char *data, ClaimData *d)
+{
+	JsonSemAction sem = {0};
+
+	memset(d, 0, sizeof(*d));
+	d->field = -1;
+	sem.semstate = d;
+	sem.object_start = claim_data_nest;
+	sem.object_end = claim_data_unnest;
+	sem.array_start = claim_data_nest;
+	sem.array_end = claim_data_unnest;
+	sem.object_field_start = claim_data_field;
+	sem.scalar = claim_data_scalar;
+	if (pg_parse_json(ZkJsonLex(data), &sem) != JSON_SUCCESS)
+		memset(d->values, 0, sizeof(d->values));
 }
 
 #define CLAIM_COLS 8
@@ -463,15 +509,17 @@ zk_job_claims(PG_FUNCTION_ARGS)
 		const char *data = row->cols[1] ? row->cols[1] : "";
 		Datum		values[CLAIM_COLS];
 		bool		nulls[CLAIM_COLS] = {0};
+		ClaimData	d;
 		char	   *by = NULL;
 		char	   *pid;
 		char	   *at;
 		TimestampTz at_ts;
 
+		claim_data_parse(data, &d);
 		if (pg_encoding_verifymbstr(PG_UTF8, data, strlen(data)) == strlen(data))
-			by = json_field(data, "instance");
-		pid = json_field(data, "pid");
-		at = json_field(data, "claimed_at");
+			by = d.values[CF_INSTANCE];
+		pid = d.values[CF_PID];
+		at = d.values[CF_CLAIMED_AT];
 
 		values[0] = TimestampTzGetDatum(sorted[i].slot);
 		if (by)
@@ -488,9 +536,9 @@ zk_job_claims(PG_FUNCTION_ARGS)
 			nulls[3] = true;
 		values[4] = BoolGetDatum(row->cols[3] && row->cols[3][0] == 't');
 		{
-			char	   *state = json_field(data, "state");
-			char	   *xid = json_field(data, "xid");
-			char	   *system = json_field(data, "system");
+			char	   *state = d.values[CF_STATE];
+			char	   *xid = d.values[CF_XID];
+			char	   *system = d.values[CF_SYSTEM];
 
 			/* 1.4 wrote "final" for what is now committed */
 			if (state && strcmp(state, "final") == 0)
