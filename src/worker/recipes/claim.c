@@ -940,15 +940,16 @@ static void claim_run(void);
 
 const ZkDriver zk_claim_driver = {
 	.kind = ZK_KIND_JOB_CLAIM,
-	.suffix = ZK_SUFFIX_CLAIMS,
 	.form = ZK_FORM_NONE,
 	.step = claim_step,
-	.ask = claim_ask,
-	.busy = claim_busy,
 	.freed = claim_freed,
 	.init = claim_init,
 	.reload = claim_reload,
 	.run = claim_run,
+	.steps = {
+		.ask = claim_ask,
+		.busy = claim_busy,
+	},
 };
 
 /* ---- listings (ZK_LIST_CLAIMS) ---- */
@@ -1520,7 +1521,6 @@ own_reset(ZkPart *p, const char *why, bool failed)
 
 static const ZkDriver own_driver = {
 	.kind = ZK_KIND_JOB_CLAIM,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = own_step,
 	.reset = own_reset,

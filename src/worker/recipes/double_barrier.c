@@ -776,10 +776,11 @@ dbarrier_dropped(ZkPart *p)
 
 const ZkDriver zk_double_barrier_driver = {
 	.kind = ZK_KIND_DOUBLE_BARRIER,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = dbarrier_step,
-	.ask = dbarrier_ask,
-	.dropped = dbarrier_dropped,
-	.has_last_calls = dbarrier_has_last_calls,
+	.steps = {
+		.ask = dbarrier_ask,
+		.dropped = dbarrier_dropped,
+		.has_last_calls = dbarrier_has_last_calls,
+	},
 };

@@ -412,28 +412,24 @@ count_step(ZkPart *p, const ZkResult *r)
 
 const ZkDriver zk_count_read_driver = {
 	.kind = ZK_KIND_COUNT_READ,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = count_step,
 };
 
 const ZkDriver zk_count_set_driver = {
 	.kind = ZK_KIND_COUNT_SET,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = count_step,
 };
 
 const ZkDriver zk_count_cas_driver = {
 	.kind = ZK_KIND_COUNT_CAS,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = count_step,
 };
 
 const ZkDriver zk_count_add_driver = {
 	.kind = ZK_KIND_COUNT_ADD,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = count_step,
 };
