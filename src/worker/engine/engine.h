@@ -331,7 +331,7 @@ struct ZkDriver
 extern bool zk_lock_family_counts(ZkForm form);
 extern bool zk_lock_family_holds(const ZkNodeRef *nodes, int n, int i);
 
-/* job claims (worker/recipes/claim.c): listings, retention, reopening */
+/* job claims (worker/recipes/claim.c, claim_settle.c): listings, retention */
 #define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
 extern void zk_claim_list_step(ZkPart *p, const ZkResult *r);
 
