@@ -201,7 +201,8 @@ struct ZkPart
 	dlist_node	side_link;
 
 	/* for the driver */
-	int			step;			/* where a driver's protocol is */
+	int			step;			/* where a driver's protocol is: its own enum
+								 * (ClaimStep, DBarrierStep), or a count */
 	int			count;			/* a driver's counter */
 	int32		arg;
 	int			group;			/* leader latch: index in zk_shared->groups */
