@@ -267,7 +267,7 @@ grant(ZkPart *p, ZkOp *op)
 	dlist_push_tail(&p->holders, &op->link);
 	op->holder = true;
 	p->nholders++;
-	zk_set_grant(id, token, p->session_id, p->node);
+	zk_set_grant(id, token, p->session_id, p->node, p->grants > 1);
 	/* a holder that asked to be revocable wants the watch at once */
 	if (ZK_ENTRY(id)->flags & ZKR_REVOCABLE)
 		own_watch(p);
@@ -1195,6 +1195,49 @@ send_calls(void)
 	if (unlikely(zk_hop_tracing))
 		zk_hop_turn.handed = zk_mono_now();
 	zk_calls_flush();
+}
+
+/*
+ * Traced hops (zklock.trace_hops) at the end of a turn: the traced entries
+ * taken in it (ids[0..n-1]) and those held over from earlier turns have
+ * sent their calls in it, unless their part's calls were held back behind
+ * the writes in flight (calls.c): those are held over, so that the time
+ * they wait counts as the worker's, not as ZooKeeper's.
+ */
+void
+zk_engine_hop_sent(const int *ids, int n)
+{
+	static int *held = NULL;	/* entry ids held over */
+	static uint32 *held_gen;	/* ... and their ops' generations */
+	static int	nheld = 0;
+	int			max = 2 * zk_shared->num_entries;
+	int		   *sent = palloc(sizeof(int) * (n + nheld));
+	int			nsent = 0;
+	int			nkept = 0;
+
+	if (held == NULL)
+	{
+		held = MemoryContextAlloc(TopMemoryContext, sizeof(int) * max);
+		held_gen = MemoryContextAlloc(TopMemoryContext, sizeof(uint32) * max);
+	}
+	for (int i = 0; i < nheld + n; i++)
+	{
+		int			id = i < nheld ? held[i] : ids[i - nheld];
+		ZkOp	   *op = &ops[id];
+		ZkPart	   *p = op->part ? op->part : op->leaving;
+
+		if (i < nheld ? op->generation != held_gen[i] : !ZK_ENTRY(id)->trace)
+			continue;
+		if (p != NULL && zk_calls_held_back(p) && nkept < max)
+		{
+			held[nkept] = id;
+			held_gen[nkept++] = op->generation;
+		}
+		else
+			sent[nsent++] = id;
+	}
+	nheld = nkept;
+	zk_hop_sent(sent, nsent, zk_mono_now());
 }
 
 /*

@@ -34,6 +34,7 @@ extern void zk_engine_reload(void);
 extern void zk_engine_exit(void);
 extern long zk_engine_timeout(void);
 extern bool zk_engine_pending(void);
+extern void zk_engine_hop_sent(const int *ids, int n);
 extern MemoryContext zk_turn_context;
 
 /* ---- what drivers see ---- */
