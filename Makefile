@@ -53,6 +53,7 @@ OBJS = \
 	src/worker/recipes/double_barrier.o \
 	src/worker/recipes/leader.o \
 	src/worker/recipes/claim.o \
+	src/worker/recipes/claim_settle.o \
 	src/worker/recipes/revoke.o \
 	src/worker/recipes/inspect.o
 

@@ -165,7 +165,7 @@ zk_raise_failure(ZkEntry *e, int id, uint32 generation)
 	zk_give_up(id, generation);
 	ereport(ERROR,
 			(errcode(code),
-			 errmsg("zklock could not %s \"%s\"", zk_kind_verb(kind), name),
+			 errmsg(zk_kind_failed(kind), name),
 			 errdetail_internal("%s", msg)));
 }
 
@@ -444,12 +444,19 @@ zk_ask_loop(int id, uint32 generation, ZkAsk ask, TimestampTz deadline)
 		if (state == ZK_ASK_DONE || state == ZK_ASK_WOULD_BLOCK)
 			return state;
 		if (state == ZK_ASK_FAILED)
+		{
+			if (ask == ZK_ASK_FINALIZE)
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("zklock could not finalize job claim \"%s\"",
+								e->name),
+						 errdetail_internal("%s", msg)));
 			ereport(ERROR,
 					(errcode(code),
-					 errmsg("zklock could not %s \"%s\"",
-							ask == ZK_ASK_FINALIZE ? "finalize job claim" :
-							"leave the double barrier", e->name),
+					 errmsg("zklock could not leave the double barrier \"%s\"",
+							e->name),
 					 errdetail_internal("%s", msg)));
+		}
 		now = GetCurrentTimestamp();
 		if (deadline != 0 && now >= deadline)
 			return ZK_ASK_PENDING;

@@ -351,7 +351,7 @@ extern int	zk_take_queue(int *ids, int max);
 extern void zk_set_outcome(int id, ZkEntryState state, int sqlerrcode,
 						   const char *fmt,...) pg_attribute_printf(4, 5);
 extern void zk_set_grant(int id, int64 token, int64 session_id,
-						 const char *node);
+						 const char *node, bool local);
 extern void zk_set_result(int id, int64 result);
 extern void zk_set_rows(int id, StringInfo rows);
 extern void zk_set_ask_outcome(int id, ZkAskState state, int sqlerrcode,

@@ -23,32 +23,36 @@
 #include "shared/protocol.h"
 
 /*
- * Traced hops (zklock.trace_hops, see ZkHopStep): once the worker has seen
- * a traced request it stamps the times of every turn (zk_hop_turn: two or
- * three readings of the monotonic clock a turn); until then, nothing.
+ * Traced hops (zklock.trace_hops, see ZkHopStep): while the worker has
+ * taken traced entries that are still in use (traced[], by entry), it
+ * stamps the times of every turn (zk_hop_turn: two or three readings of the
+ * monotonic clock a turn); otherwise, nothing.
  */
 bool		zk_hop_tracing = false;
 ZkHopTurn	zk_hop_turn;
+static bool *traced = NULL;
+static int	ntraced = 0;
 
 /*
- * A traced entry's outcome: the replies of this turn decided it, unless
- * it was decided without ZooKeeper (a local hand-off) in the turn that
- * took it; and its latch is about to be set.  Lock held.
+ * A traced entry's outcome, its latch about to be set: the replies read in
+ * this turn decided it if it was taken before them, unless it is a grant
+ * without ZooKeeper (local: a hand-off on the instance's node).  Lock held.
  */
 static void
-zk_hop_decided(ZkEntry *e)
+zk_hop_decided(ZkEntry *e, bool local)
 {
 	if (likely(!e->trace))
 		return;
-	if (zk_hop_turn.read > e->hop[ZK_HOP_TAKEN] && e->hop[ZK_HOP_TAKEN] != 0)
+	if (!local && e->hop[ZK_HOP_TAKEN] != 0 &&
+		zk_hop_turn.read > e->hop[ZK_HOP_TAKEN])
 		e->hop[ZK_HOP_READ] = zk_hop_turn.read;
 	e->hop[ZK_HOP_LATCH_SET] = zk_mono_now();
 }
 
 /*
- * The turn that took the entries ids[0..n-1] has handed its calls to the
- * client and pushed them out of the socket (at "written"): stamp the
- * traced ones not decided yet.
+ * The calls of the traced entries ids[0..n-1] were handed to the client in
+ * this turn and pushed out of the socket (at "written"): stamp the ones
+ * not decided yet (engine.c picks them: zk_engine_hop_sent).
  */
 void
 zk_hop_sent(const int *ids, int n, int64 written)
@@ -75,6 +79,9 @@ zk_take_queue(int *ids, int max)
 	int			n = 0;
 	TimestampTz now = 0;
 
+	if (traced == NULL)
+		traced = MemoryContextAllocZero(TopMemoryContext,
+										sizeof(bool) * zk_shared->num_entries);
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	while (n < max && !dlist_is_empty(&zk_shared->queue))
 	{
@@ -90,6 +97,11 @@ zk_take_queue(int *ids, int max)
 		}
 		if (unlikely(e->trace) && e->hop[ZK_HOP_TAKEN] == 0)
 		{
+			if (!traced[e - zk_shared->entries])
+			{
+				traced[e - zk_shared->entries] = true;
+				ntraced++;
+			}
 			zk_hop_tracing = true;
 			e->hop[ZK_HOP_WORKER_WOKE] = zk_hop_turn.woke;
 			e->hop[ZK_HOP_TAKEN] = zk_mono_now();
@@ -188,6 +200,9 @@ zk_defer_wakes(bool on)
 			SetLatch(&ProcGlobal->allProcs[deferred[i].procno].procLatch);
 		ndeferred = 0;
 	}
+	/* the turn is over: trace on only while a traced entry is in use */
+	if (!on && ntraced == 0)
+		zk_hop_tracing = false;
 	deferring = on;
 }
 
@@ -215,16 +230,20 @@ zk_set_outcome(int id, ZkEntryState state, int sqlerrcode, const char *fmt,...)
 	if (state != ZKE_PENDING)
 	{
 		e->waiting_on[0] = '\0';
-		zk_hop_decided(e);
+		zk_hop_decided(e, false);
 	}
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	zk_wake(procno, e);
 }
 
-/* Grant an entry: its fencing token, the session and node it holds by. */
+/*
+ * Grant an entry: its fencing token, the session and node it holds by;
+ * local if the node held the lock already (a hand-off, no ZooKeeper call).
+ */
 void
-zk_set_grant(int id, int64 token, int64 session_id, const char *node)
+zk_set_grant(int id, int64 token, int64 session_id, const char *node,
+			 bool local)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
 	int			procno;
@@ -236,7 +255,7 @@ zk_set_grant(int id, int64 token, int64 session_id, const char *node)
 	e->granted_at = GetCurrentTimestamp();
 	strlcpy(e->node, node, sizeof(e->node));
 	e->waiting_on[0] = '\0';
-	zk_hop_decided(e);
+	zk_hop_decided(e, local);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	pg_atomic_fetch_add_u64(&zk_shared->n_grants, 1);
@@ -253,7 +272,7 @@ zk_set_result(int id, int64 result)
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	e->state = ZKE_DONE;
 	e->result = result;
-	zk_hop_decided(e);
+	zk_hop_decided(e, false);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	zk_wake(procno, e);
@@ -290,7 +309,7 @@ zk_set_rows(int id, StringInfo rows)
 	e->rows = handle;
 	e->result = n;
 	e->state = ZKE_DONE;
-	zk_hop_decided(e);
+	zk_hop_decided(e, false);
 	procno = zk_owner_locked(e);
 	LWLockRelease(zk_shared->lock);
 	zk_wake(procno, e);
@@ -388,7 +407,12 @@ zk_free_entry(int id)
 	LWLockAcquire(zk_shared->lock, LW_EXCLUSIVE);
 	procno = e->released ? e->owner_procno : -1;
 	if (procno >= 0)
-		zk_hop_decided(e);		/* the release's hop (the entry keeps it) */
+		zk_hop_decided(e, false);	/* the release's hop (the entry keeps it) */
+	if (unlikely(traced != NULL && traced[id]))
+	{
+		traced[id] = false;
+		ntraced--;
+	}
 	if (e->queued)
 		dlist_delete(&e->link);
 	e->queued = false;

@@ -870,7 +870,10 @@ zk_session_wait(long timeout_ms, const char **why)
 	nev = WaitEventSetWait(wait_set, timeout, occurred, lengthof(occurred),
 						   zk_wait_event(ZK_WAIT_WORKER));
 	if (unlikely(zk_hop_tracing))
+	{
 		zk_hop_turn.woke = zk_mono_now();
+		zk_hop_turn.read = 0;	/* none read in this turn yet */
+	}
 	for (int i = 0; i < nev; i++)
 	{
 		if (occurred[i].events & WL_SOCKET_READABLE)

@@ -130,8 +130,8 @@ zk_worker_main(Datum arg)
 		zk_defer_wakes(true);
 		zk_engine_run(batch, n);
 		zk_session_cork(false);
-		if (unlikely(zk_hop_tracing) && n > 0)
-			zk_hop_sent(batch, n, zk_mono_now());
+		if (unlikely(zk_hop_tracing))
+			zk_engine_hop_sent(batch, n);
 		/* the backends answered in the turn run once it is over (reply.c) */
 		zk_defer_wakes(false);
 		MemoryContextReset(zk_turn_context);

@@ -910,6 +910,13 @@ zk_client_drop_watch(const char *path, bool children)
 									   ZWATCHTYPE_DATA, 1, NULL, NULL);
 }
 
+/* Did the last flush hold back calls of part p (behind the writes in flight)? */
+bool
+zk_calls_held_back(const ZkPart *p)
+{
+	return nheld > 0 && p->held_in_flush == flush_count;
+}
+
 /* Are calls waiting that a flush would send now? */
 bool
 zk_calls_pending(void)

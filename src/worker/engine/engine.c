@@ -71,31 +71,21 @@ TimestampTz answered_list_sent_at = 0;	/* of the listing being processed */
 static dlist_head answered = DLIST_STATIC_INIT(answered);
 static dlist_head fired = DLIST_STATIC_INIT(fired);
 
+/* the drivers of the kinds (kindlist.h) */
+#define PG_ZK_KIND(symbol, name, label, suffix, wait, driver, failed) \
+	[symbol] = &driver,
+
 static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
-	[ZK_KIND_LOCK] = &zk_lock_driver,
-	[ZK_KIND_READ] = &zk_read_driver,
-	[ZK_KIND_WRITE] = &zk_write_driver,
-	[ZK_KIND_SEMAPHORE] = &zk_semaphore_driver,
-	[ZK_KIND_SEMAPHORE_ENTRY] = &zk_semaphore_entry_driver,
-	[ZK_KIND_LATCH] = &zk_latch_driver,
-	[ZK_KIND_JOB_CLAIM] = &zk_claim_driver,
-	[ZK_KIND_LIST] = &zk_list_driver,
-	[ZK_KIND_BARRIER_SET] = &zk_barrier_set_driver,
-	[ZK_KIND_BARRIER_REMOVE] = &zk_barrier_remove_driver,
-	[ZK_KIND_BARRIER_WAIT] = &zk_barrier_wait_driver,
-	[ZK_KIND_DOUBLE_BARRIER] = &zk_double_barrier_driver,
-	[ZK_KIND_REVOKE] = &zk_revoke_driver,
-	[ZK_KIND_COUNT_READ] = &zk_count_read_driver,
-	[ZK_KIND_COUNT_SET] = &zk_count_set_driver,
-	[ZK_KIND_COUNT_CAS] = &zk_count_cas_driver,
-	[ZK_KIND_COUNT_ADD] = &zk_count_add_driver,
+#include "shared/kindlist.h"
 };
+
+#undef PG_ZK_KIND
 
 /* Call a hook (init, reload, run, exit) of every driver that has it. */
 #define DRIVER_HOOKS(hook) \
 	do { \
 		for (int k_ = 0; k_ < ZK_NUM_KINDS; k_++) \
-			if (drivers[k_] && drivers[k_]->hook) \
+			if (drivers[k_]->hook) \
 				drivers[k_]->hook(); \
 	} while (0)
 
@@ -119,11 +109,22 @@ wait_busy(ZkPart *p)
 
 /* ---- small helpers ---- */
 
+/*
+ * What a driver's parts append to <zklock.root>/<name> for their parent:
+ * a kind's driver its kind's suffix (kindlist.h), a driver of parts of its
+ * own nothing.
+ */
+static inline const char *
+driver_suffix(const ZkDriver *d)
+{
+	return drivers[d->kind] == d ? zk_kind_suffix(d->kind) : "";
+}
+
 /* Is a part's name a copy (else the end of its parent's path)? */
 static inline bool
 name_is_copy(const ZkDriver *d)
 {
-	return d->suffix && d->suffix[0];
+	return driver_suffix(d)[0] != '\0';
 }
 
 bool
@@ -191,11 +192,11 @@ last_calls_owed(ZkPart *p)
 {
 	const ZkDriver *d = p->driver;
 
-	if (d->dropped == NULL)
+	if (d->steps.dropped == NULL)
 		return false;
 	if (p->last_calls)
 		return p->inflight > 0;
-	return d->has_last_calls(p);
+	return d->steps.has_last_calls(p);
 }
 
 /*
@@ -212,7 +213,7 @@ node_pending(ZkPart *p)
 {
 	return !p->dead &&
 		((p->dropping && p->phase != NODE_NONE) ||
-		 (p->driver->busy && p->driver->busy(p)) ||
+		 (p->driver->steps.busy && p->driver->steps.busy(p)) ||
 		 (p->dropping && last_calls_owed(p)));
 }
 
@@ -255,7 +256,7 @@ grant(ZkPart *p, ZkOp *op)
 	int			id = op - ops;
 	int64		token = p->czxid << TOKEN_SHIFT;
 
-	if (!p->driver->shared)
+	if (!p->driver->seq.shared)
 		token |= p->grants;
 	if (p->grants > 0)
 		pg_atomic_fetch_add_u64(&zk_shared->n_local_grants, 1);
@@ -266,7 +267,7 @@ grant(ZkPart *p, ZkOp *op)
 	dlist_push_tail(&p->holders, &op->link);
 	op->holder = true;
 	p->nholders++;
-	zk_set_grant(id, token, p->session_id, p->node);
+	zk_set_grant(id, token, p->session_id, p->node, p->grants > 1);
 	/* a holder that asked to be revocable wants the watch at once */
 	if (ZK_ENTRY(id)->flags & ZKR_REVOCABLE)
 		own_watch(p);
@@ -282,7 +283,7 @@ zk_part_grant(ZkPart *p)
 		return;
 	}
 	while (!dlist_is_empty(&p->waiters) &&
-		   (p->driver->shared || p->nholders == 0))
+		   (p->driver->seq.shared || p->nholders == 0))
 		grant(p, dlist_container(ZkOp, link, dlist_head_node(&p->waiters)));
 }
 
@@ -445,8 +446,8 @@ new_part(const ZkDriver *d, const char *name)
 
 	p->driver = d;
 	p->cohort = d->cohort && zklock_local_handoff;
-	zk_path(path, sizeof(path), name, d->suffix);
-	p->checked = (d->begin == NULL);
+	zk_path(path, sizeof(path), name, driver_suffix(d));
+	p->checked = (d->seq.begin == NULL);
 	p->group = -1;
 	dlist_init(&p->holders);
 	dlist_init(&p->waiters);
@@ -729,7 +730,7 @@ advance(ZkPart *p)
 		switch (p->phase)
 		{
 			case NODE_NONE:
-				if (d->busy && d->busy(p))
+				if (d->steps.busy && d->steps.busy(p))
 				{
 					wait_busy(p);	/* settle_busy() looks again */
 					return;
@@ -739,7 +740,7 @@ advance(ZkPart *p)
 					if (!zk_connected())
 						return; /* made once connected (zk_engine_connected) */
 					p->last_calls = true;
-					d->dropped(p);
+					d->steps.dropped(p);
 					if (p->inflight > 0)
 						return;	/* freed once they are answered */
 				}
@@ -796,7 +797,7 @@ advance(ZkPart *p)
 		case NODE_EXISTS:
 			own_watch(p);		/* a holder's, if it has none */
 			if (!p->checked)
-				d->begin(p);	/* the driver's check, again */
+				d->seq.begin(p);	/* the driver's check, again */
 			if (p->checked && p->need_eval)
 				seq_list(p);	/* (a check may need no call) */
 			break;
@@ -903,8 +904,8 @@ take_request(int id)
 
 		/* the last ask given with the entry (zk_give_up_asking) */
 		if ((ask == ZK_ASK_REOPEN || ask == ZK_ASK_COMMITTED) &&
-			ask_state == ZK_ASK_PENDING && p && p->driver->ask)
-			p->driver->ask(p, id, ask);
+			ask_state == ZK_ASK_PENDING && p && p->driver->steps.ask)
+			p->driver->steps.ask(p, id, ask);
 
 		/*
 		 * The entry is freed once its part no longer keeps a node for it
@@ -932,8 +933,8 @@ take_request(int id)
 		return;
 	}
 
-	if (ask_state == ZK_ASK_PENDING && op->part && op->part->driver->ask)
-		op->part->driver->ask(op->part, id, ask);
+	if (ask_state == ZK_ASK_PENDING && op->part && op->part->driver->steps.ask)
+		op->part->driver->steps.ask(op->part, id, ask);
 	else if (ask_state == ZK_ASK_PENDING)
 		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_T_R_SERIALIZATION_FAILURE,
 						   "Its ZooKeeper session ended.");
@@ -1123,7 +1124,7 @@ settle_busy(void)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, busy_link, it.cur);
 
-		if (!p->driver->busy(p))
+		if (!p->driver->steps.busy(p))
 		{
 			p->busy_wait = false;
 			dlist_delete(&p->busy_link);
@@ -1194,6 +1195,49 @@ send_calls(void)
 	if (unlikely(zk_hop_tracing))
 		zk_hop_turn.handed = zk_mono_now();
 	zk_calls_flush();
+}
+
+/*
+ * Traced hops (zklock.trace_hops) at the end of a turn: the traced entries
+ * taken in it (ids[0..n-1]) and those held over from earlier turns have
+ * sent their calls in it, unless their part's calls were held back behind
+ * the writes in flight (calls.c): those are held over, so that the time
+ * they wait counts as the worker's, not as ZooKeeper's.
+ */
+void
+zk_engine_hop_sent(const int *ids, int n)
+{
+	static int *held = NULL;	/* entry ids held over */
+	static uint32 *held_gen;	/* ... and their ops' generations */
+	static int	nheld = 0;
+	int			max = 2 * zk_shared->num_entries;
+	int		   *sent = palloc(sizeof(int) * (n + nheld));
+	int			nsent = 0;
+	int			nkept = 0;
+
+	if (held == NULL)
+	{
+		held = MemoryContextAlloc(TopMemoryContext, sizeof(int) * max);
+		held_gen = MemoryContextAlloc(TopMemoryContext, sizeof(uint32) * max);
+	}
+	for (int i = 0; i < nheld + n; i++)
+	{
+		int			id = i < nheld ? held[i] : ids[i - nheld];
+		ZkOp	   *op = &ops[id];
+		ZkPart	   *p = op->part ? op->part : op->leaving;
+
+		if (i < nheld ? op->generation != held_gen[i] : !ZK_ENTRY(id)->trace)
+			continue;
+		if (p != NULL && zk_calls_held_back(p) && nkept < max)
+		{
+			held[nkept] = id;
+			held_gen[nkept++] = op->generation;
+		}
+		else
+			sent[nsent++] = id;
+	}
+	nheld = nkept;
+	zk_hop_sent(sent, nsent, zk_mono_now());
 }
 
 /*
@@ -1494,11 +1538,6 @@ zk_engine_init(void)
 	parents_init();
 	open_parts = engine_hash("zklock open parts", sizeof(ZkOpenKey),
 							 sizeof(ZkOpen), open_key_hash, open_key_match);
-
-	/* a kind's driver puts its nodes where zk_locks shows them */
-	for (int k = 0; k < ZK_NUM_KINDS; k++)
-		Assert(drivers[k] == NULL ||
-			   strcmp(drivers[k]->suffix, zk_kind_suffix(k)) == 0);
 
 	reconciler = new_part(&reconciler_driver, "");
 	DRIVER_HOOKS(init);

@@ -187,6 +187,7 @@ extern void zk_clock_answered(const ZkResult *r);
 extern void zk_calls_flush(void);
 extern void zk_calls_session_lost(void);
 extern bool zk_calls_pending(void);
+extern bool zk_calls_held_back(const ZkPart *p);
 extern void zk_client_drop_watch(const char *path, bool children);
 
 /* watches.c: the registry of watches */

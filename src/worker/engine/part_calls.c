@@ -160,7 +160,7 @@ zk_call_create(ZkPart *p, int tag, const char *path, const char *data,
 	 * again later: its creates are not coalesced.
 	 */
 	c->batch = (tag == T_CREATE && !parents_too &&
-				(p->driver->begin == NULL || p->driver->precheck != NULL));
+				(p->driver->seq.begin == NULL || p->driver->seq.precheck != NULL));
 	queue_call(c);
 }
 

@@ -65,10 +65,10 @@ seq_create(ZkPart *p)
 	zk_call_create(p, T_CREATE, path, data,
 				   ZOO_EPHEMERAL_SEQUENTIAL, e == NULL || !e->known);
 	/* the driver's check follows every create of our node */
-	p->checked = (d->begin == NULL);
-	if (d->begin && d->precheck == NULL)
-		d->begin(p);
-	zk_call_list(p, T_LIST, p->parent, d->watch_children);
+	p->checked = (d->seq.begin == NULL);
+	if (d->seq.begin && d->seq.precheck == NULL)
+		d->seq.begin(p);
+	zk_call_list(p, T_LIST, p->parent, d->seq.watch_children);
 	pfree(data);
 }
 
@@ -82,7 +82,7 @@ void
 seq_list(ZkPart *p)
 {
 	bool		with_watch = !p->holds ?
-		(p->driver->watch_children || p->cohort) :
+		(p->driver->seq.watch_children || p->cohort) :
 		(p->cohort && !p->closed &&
 		 (!dlist_is_empty(&p->waiters) || p->retain_until != 0));
 
@@ -121,7 +121,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 {
 	const ZkDriver *d = p->driver;
 	ZkNodeRef  *nodes;
-	int			n = zk_list_participants(r, d->counts, &nodes);
+	int			n = zk_list_participants(r, d->seq.counts, &nodes);
 	int			self = -1;
 	int			w;
 
@@ -153,7 +153,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 		return;
 	}
 
-	w = d->decide(p, nodes, n, self);
+	w = d->seq.decide(p, nodes, n, self);
 	p->evaluated = true;
 	if (w == ZK_HOLDS)
 	{
@@ -310,13 +310,13 @@ seq_result(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZOK && p->phase == NODE_EXISTS && p->need_eval)
 			{
 				p->need_eval = false;
-				if (!p->checked && p->driver->precheck && p->inflight == 0)
+				if (!p->checked && p->driver->seq.precheck && p->inflight == 0)
 				{
 					/* no begin() in flight: does this listing settle it? */
-					if (p->driver->precheck(p, r))
+					if (p->driver->seq.precheck(p, r))
 						p->checked = true;
 					else
-						p->driver->begin(p);
+						p->driver->seq.begin(p);
 				}
 				if (p->checked)
 					seq_evaluate(p, r);

@@ -528,7 +528,7 @@ own_watch(ZkPart *p)
 	char		path[ZK_PATH_MAX];
 	ZkCall	   *c;
 
-	if (p->own_watch || !p->driver->revocable || !p->holds || p->dead ||
+	if (p->own_watch || !p->driver->seq.revocable || !p->holds || p->dead ||
 		p->dropping || p->phase != NODE_EXISTS || !zk_connected())
 		return;
 	if (!own_watch_wanted(p))
