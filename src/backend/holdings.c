@@ -367,7 +367,7 @@ hold_record(ZkKind kind, const char *name, const int *ids, const uint32 *gens,
 		SubTransactionId subid = xact ? GetCurrentSubTransactionId() :
 		SESSION_SCOPE;
 
-		/* the nodes' counts first: with them, nothing below fails */
+		/* the nodes' counts first (on failure those still empty go) */
 		for (int k = 0; k < n; k++)
 		{
 			ZkNodeKey	nkey = {ids[k], gens[k]};
