@@ -111,9 +111,10 @@ zhandle_t  *zk_zh = NULL;
 void		(*zk_session_disconnected_hook) (void) = NULL;
 
 /*
- * Where the session is in its life.  Backends see less (ZkSessionState,
- * published with zk_set_session_state): CONNECTING for the first five,
- * then CONNECTED, SUSPENDED or LOST.
+ * Where the session is in its life, one phase at a time (the watcher moves
+ * ZKP_ENDING_OLD to ZKP_OLD_ANSWERED; everything else happens outside
+ * ZooKeeper's callbacks).  Backends see less (ZkSessionState, published
+ * with zk_set_session_state): CONNECTED only in ZKP_CONNECTED.
  */
 typedef enum ZkSessionPhase
 {
