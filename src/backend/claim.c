@@ -358,7 +358,7 @@ zk_job_claim_settle(PG_FUNCTION_ARGS)
 	req.flags = ZKR_SETTLE | ZKR_AT_MOST_ONCE;
 	req.targ = slot;
 	req.arg = PG_GETARG_BOOL(2) ? 1 : 0;
-	if (!zk_request_done(&req, &result))
+	if (zk_request_wait(&req, 0, &result) != ZKE_DONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
 				 errmsg("zklock lost its ZooKeeper session while settling job claim \"%s\"",

@@ -507,22 +507,29 @@ zk_give_up_asking(int id, uint32 generation, ZkAsk ask)
 }
 
 /*
- * Ask for a one-shot request and wait for it without a deadline: true,
- * with its answer in *result and the entry given back, once it is done;
- * false when it is not (its session was lost first), for the caller to say
- * what that leaves unknown.  A failure raises the worker's ERROR (zk_wait).
+ * Ask for a one-shot request and wait for it until the deadline (0: none).
+ * Returns its state as zk_wait() does; once it is ZKE_DONE, its answer is in
+ * *result (unless result is NULL: a wait done at its deadline may be given
+ * up already) and the entry is given back.  Any other state leaves the
+ * entry given up: ZKE_LOST (its session was lost first) for the caller to
+ * say what that leaves unknown; ZKE_WOULD_BLOCK or ZKE_PENDING, not
+ * done by the deadline or without waiting.  A failure raises the worker's
+ * ERROR (zk_wait).
  */
-bool
-zk_request_done(const ZkRequest *req, int64 *result)
+ZkEntryState
+zk_request_wait(const ZkRequest *req, TimestampTz deadline, int64 *result)
 {
 	uint32		generation;
 	int			id = zk_request(req, &generation);
+	ZkEntryState state = zk_wait(id, generation, deadline);
 
-	if (zk_wait(id, generation, 0) != ZKE_DONE)
-		return false;
-	*result = zk_entry_result(id, generation);
-	zk_give_up(id, generation);
-	return true;
+	if (state == ZKE_DONE)
+	{
+		if (result != NULL)
+			*result = zk_entry_result(id, generation);
+		zk_give_up(id, generation);
+	}
+	return state;
 }
 
 /* The answer of a one-shot request that is DONE. */

@@ -288,7 +288,8 @@ typedef struct ZkRequest
 } ZkRequest;
 
 extern int	zk_request(const ZkRequest *req, uint32 *generation);
-extern bool zk_request_done(const ZkRequest *req, int64 *result);
+extern ZkEntryState zk_request_wait(const ZkRequest *req, TimestampTz deadline,
+									 int64 *result);
 extern TimestampTz zk_deadline(int64 timeout_ms);
 extern ZkEntryState zk_wait(int id, uint32 generation, TimestampTz deadline);
 extern void zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline);
