@@ -31,9 +31,14 @@ OBJS = \
 	src/backend/claim.o \
 	src/backend/monitor.o \
 	src/backend/holdings.o \
+	src/backend/acquire.o \
+	src/backend/request.o \
+	src/backend/wait.o \
 	src/worker/worker.o \
 	src/worker/reply.o \
 	src/worker/session.o \
+	src/worker/credentials.o \
+	src/worker/client_log.o \
 	src/worker/engine/engine.o \
 	src/worker/engine/part.o \
 	src/worker/engine/part_calls.o \
@@ -50,6 +55,7 @@ OBJS = \
 	src/worker/recipes/double_barrier.o \
 	src/worker/recipes/leader.o \
 	src/worker/recipes/claim.o \
+	src/worker/recipes/claim_settle.o \
 	src/worker/recipes/revoke.o \
 	src/worker/recipes/inspect.o
 

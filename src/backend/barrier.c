@@ -34,15 +34,19 @@ barrier_request(ZkKind kind, const char *name, int flags,
 				TimestampTz deadline, int64 *result)
 {
 	ZkRequest	req = {0};
-	uint32		generation;
-	int			id;
 	ZkEntryState state;
 
 	req.kind = kind;
 	req.name = name;
 	req.flags = flags;
-	id = zk_request(&req, &generation);
-	state = zk_wait(id, generation, deadline);
+
+	/*
+	 * A wait is done once the barrier is not set.  Only set and remove read
+	 * their result: they have no deadline, so the entry is still ours (a
+	 * wait done at its deadline may already be given up).
+	 */
+	state = zk_request_wait(&req, deadline,
+							kind == ZK_KIND_BARRIER_WAIT ? NULL : result);
 	if (state == ZKE_LOST)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
@@ -52,15 +56,8 @@ barrier_request(ZkKind kind, const char *name, int flags,
 				 errhint("Look at the barrier (zk_barrier_wait(name, 0)) before trying again.")));
 	if (state != ZKE_DONE)
 		return false;			/* WOULD_BLOCK or timed out: given up */
-
-	/*
-	 * A wait is done once the barrier is not set.  Only set and remove
-	 * read their result: they have no deadline, so the entry is still
-	 * ours (a wait done at its deadline may already be given up).
-	 */
-	*result = (kind == ZK_KIND_BARRIER_WAIT) ? 1 :
-		zk_entry_result(id, generation);
-	zk_give_up(id, generation);
+	if (kind == ZK_KIND_BARRIER_WAIT)
+		*result = 1;
 	return true;
 }
 

@@ -2,7 +2,7 @@
  *
  * holdings.h
  *	  A backend's own view of what it holds (holdings.c; double barrier
- *	  memberships: double_barrier.c).
+ *	  memberships: double_barrier.c; job claims: claim.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -32,8 +32,15 @@ extern void zk_hold_release_last(ZkKind kind, const char *name);
 extern int	zk_hold_release_all(void);
 extern bool zk_hold_is_held(ZkKind kind, const char *name, int64 *token);
 extern void zk_holdings_register_callbacks(void);
+extern void zk_holdings_init(void);
+/* job claims of the transaction (claim.c) */
 extern bool zk_hold_claim(const char *job, TimestampTz slot,
 						  int64 timeout_ms);
+extern void zk_claims_finalize(void);
+extern void zk_claims_check_prepare(void);
+extern void zk_claims_release(SubTransactionId from, bool aborted);
+extern void zk_claims_subcommit(SubTransactionId mySubid,
+								SubTransactionId parentSubid);
 /* double barrier memberships (double_barrier.c) */
 extern bool zk_hold_barrier_enter(const char *name, int32 members,
 								  int64 timeout_ms);

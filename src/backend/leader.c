@@ -10,7 +10,7 @@
  * ZooKeeper round trip, so it suits a WHERE clause of every cron job.  The
  * instance leads a group *now* only while the worker says so for its
  * current session and that session was confirmed within half its timeout:
- * the rule that makes a lock held (zk_trusted_session, shared/protocol.c),
+ * the rule that makes a lock held (zk_trusted_session, request.c),
  * so a paused or cut-off worker stops claiming leadership well before
  * ZooKeeper could let another participant lead.
  *

@@ -238,7 +238,7 @@ zk_lock_revoke(PG_FUNCTION_ARGS)
 	 * list again and reach later holders (see revoke.c)
 	 */
 	req.flags = ZKR_AT_MOST_ONCE;
-	if (!zk_request_done(&req, &result))
+	if (zk_request_wait(&req, 0, &result) != ZKE_DONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
 				 errmsg("zklock lost its ZooKeeper session while revoking lock \"%s\"",

@@ -29,21 +29,15 @@
 #include "backend/args.h"
 #include "shared/protocol.h"
 
+/* a kind's label in zk_locks (kindlist.h) */
+#define PG_ZK_KIND(symbol, name, label, suffix, wait, driver, failed) \
+	[symbol] = label,
+
 static const char *const kind_labels[ZK_NUM_KINDS] = {
-	[ZK_KIND_LOCK] = "lock",
-	[ZK_KIND_READ] = "read",
-	[ZK_KIND_WRITE] = "write",
-	[ZK_KIND_SEMAPHORE] = "semaphore",
-	[ZK_KIND_SEMAPHORE_ENTRY] = "semaphore entry",
-	[ZK_KIND_JOB_CLAIM] = "job claim",
-	[ZK_KIND_DOUBLE_BARRIER] = "double barrier",
-	[ZK_KIND_LIST] = "listing",
-	[ZK_KIND_REVOKE] = "revocation",
-	[ZK_KIND_COUNT_READ] = "shared count",
-	[ZK_KIND_COUNT_SET] = "shared count",
-	[ZK_KIND_COUNT_CAS] = "shared count",
-	[ZK_KIND_COUNT_ADD] = "shared count",
+#include "shared/kindlist.h"
 };
+
+#undef PG_ZK_KIND
 
 /*
  * Columns of zk_locks: 1.0's eleven, and since 1.1 revocation_requested

@@ -43,7 +43,7 @@ count_request(ZkKind kind, const char *name, int flags, int32 arg,
 	req.flags = flags;
 	req.arg = arg;
 	req.targ = targ;
-	if (!zk_request_done(&req, &result))
+	if (zk_request_wait(&req, 0, &result) != ZKE_DONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
 				 errmsg("zklock lost its ZooKeeper session while changing shared count \"%s\"",
@@ -112,20 +112,15 @@ int32
 zk_shared_count_value(const char *name, TimestampTz deadline)
 {
 	ZkRequest	req = {0};
-	uint32		generation;
-	int			id;
 	int64		result;
 
 	req.kind = ZK_KIND_COUNT_READ;
 	req.name = name;
 	req.targ = 1;				/* not created when absent */
-	id = zk_request(&req, &generation);
 	/* a read starts over in a new session, and is never "not granted" */
-	if (zk_wait(id, generation, deadline) != ZKE_DONE)
+	if (zk_request_wait(&req, deadline, &result) != ZKE_DONE)
 		elog(ERROR, "zklock read of shared count \"%s\" ended without an answer",
 			 name);
-	result = zk_entry_result(id, generation);
-	zk_give_up(id, generation);
 	return result_value(result);
 }
 

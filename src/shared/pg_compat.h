@@ -16,6 +16,11 @@
  *	ZkGucMalloc(size)		memory for a setting's "extra", NULL when out of
  *							memory (16 keeps it in a memory context, freed
  *							with guc_free; 15 frees it with free())
+ *	ZkJsonLex(json)			a lexer of common/jsonapi.h for a string, its
+ *							strings de-escaped (17 added the first argument)
+ *	ZK_JSON_ACTION, ZK_JSON_ACTION_DONE
+ *							the type a JsonSemAction callback returns, and
+ *							how it returns (16 made it JsonParseErrorType)
  *
  * It also includes the header that declares the wait event sets (18 moved
  * them from storage/latch.h to storage/waiteventset.h).  Formats of 64-bit
@@ -53,6 +58,21 @@
 #define ZkGucMalloc(size) guc_malloc(LOG, (size))
 #else
 #define ZkGucMalloc(size) malloc(size)
+#endif
+
+#if PG_VERSION_NUM >= 170000
+#define ZkJsonLex(json) \
+	makeJsonLexContextCstringLen(NULL, (json), strlen(json), PG_UTF8, true)
+#else
+#define ZkJsonLex(json) \
+	makeJsonLexContextCstringLen((char *) (json), strlen(json), PG_UTF8, true)
+#endif
+#if PG_VERSION_NUM >= 160000
+#define ZK_JSON_ACTION JsonParseErrorType
+#define ZK_JSON_ACTION_DONE return JSON_SUCCESS
+#else
+#define ZK_JSON_ACTION void
+#define ZK_JSON_ACTION_DONE return
 #endif
 
 /* a transactional logical message, not flushed; returns its end */

@@ -102,7 +102,7 @@ typedef enum ZkAskState
  * monotonic clock when the requester has zklock.trace_hops on (the
  * setting is read once per request; with it off nothing below is read or
  * written).  The backend logs the differences when the hop returns
- * (protocol.c); docs/benchmark.md, "Where a hop's time goes".
+ * (backend/request.c); docs/benchmark.md, "Where a hop's time goes".
  */
 typedef enum ZkHopStep
 {
@@ -274,7 +274,7 @@ extern ZkShared *zk_shared;
 extern void zk_shmem_request(void);
 extern void zk_shmem_startup(void);
 
-/* backend side (protocol.c) */
+/* backend side (backend/request.c, backend/wait.c) */
 typedef struct ZkRequest
 {
 	ZkKind		kind;
@@ -288,7 +288,8 @@ typedef struct ZkRequest
 } ZkRequest;
 
 extern int	zk_request(const ZkRequest *req, uint32 *generation);
-extern bool zk_request_done(const ZkRequest *req, int64 *result);
+extern ZkEntryState zk_request_wait(const ZkRequest *req, TimestampTz deadline,
+									 int64 *result);
 extern TimestampTz zk_deadline(int64 timeout_ms);
 extern ZkEntryState zk_wait(int id, uint32 generation, TimestampTz deadline);
 extern void zk_ask(int id, uint32 generation, ZkAsk ask, TimestampTz deadline);
@@ -312,13 +313,20 @@ extern bool zk_entry_revoke_requested(int id, uint32 generation);
 extern void zk_wake_worker(void);
 extern bool zk_trusted_session(int64 session_id);
 
-/* listings: rows the worker hands over in a DSM segment (protocol.c) */
+/*
+ * listings: rows the worker writes (zk_add_row, zk_rows_store, from
+ * worker/reply.c) and a backend reads (zk_rows_load, from
+ * backend/request.c) in a DSM segment; the format is protocol.c's
+ */
 typedef struct ZkRow
 {
 	int			ncols;
 	const char *cols[ZK_ROW_MAX_COLS];	/* NULL for SQL NULL */
 } ZkRow;
 
+extern void zk_add_row(StringInfo rows, int ncols, const char *const *cols);
+extern bool zk_rows_store(StringInfo rows, dsm_handle *handle, int32 *n);
+extern int	zk_rows_load(dsm_handle handle, ZkRow **rows);
 extern int	zk_read_rows(int id, uint32 generation, ZkRow **rows);
 extern int	zk_list(const char *name, int what, ZkRow **rows);
 
@@ -358,7 +366,6 @@ extern void zk_set_confirmed(int64 session_id, ZkMono at);
 extern void zk_set_last_error(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void zk_set_auth_blocked(const char *file);
 extern void zk_set_closed_on_connect(bool closed);
-extern void zk_add_row(StringInfo rows, int ncols, const char *const *cols);
 
 #define ZK_ENTRY(id) (&zk_shared->entries[(id)])
 

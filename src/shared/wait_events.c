@@ -73,36 +73,15 @@ zk_wait_event(ZkWaitEvent which)
 ZkWaitEvent
 zk_kind_wait_event(ZkKind kind)
 {
-	switch (kind)
-	{
-		case ZK_KIND_LOCK:
-			return ZK_WAIT_LOCK;
-		case ZK_KIND_READ:
-			return ZK_WAIT_READ;
-		case ZK_KIND_WRITE:
-			return ZK_WAIT_WRITE;
-		case ZK_KIND_SEMAPHORE:
-		case ZK_KIND_SEMAPHORE_ENTRY:
-			return ZK_WAIT_SEMAPHORE;
-		case ZK_KIND_BARRIER_SET:
-		case ZK_KIND_BARRIER_REMOVE:
-		case ZK_KIND_BARRIER_WAIT:
-			return ZK_WAIT_BARRIER;
-		case ZK_KIND_DOUBLE_BARRIER:
-			return ZK_WAIT_DOUBLE_BARRIER;
-		case ZK_KIND_JOB_CLAIM:
-			return ZK_WAIT_JOB_CLAIM;
-		case ZK_KIND_REVOKE:
-			return ZK_WAIT_REVOKE;
-		case ZK_KIND_LIST:
-			return ZK_WAIT_LIST;
-		case ZK_KIND_COUNT_READ:
-		case ZK_KIND_COUNT_SET:
-		case ZK_KIND_COUNT_CAS:
-		case ZK_KIND_COUNT_ADD:
-			return ZK_WAIT_SHARED_COUNT;
-		default:
-			break;
-	}
-	return ZK_WAIT_LOCK;			/* a leader latch: only the worker's */
+#define PG_ZK_KIND(symbol, name, label, suffix, wait, driver, failed) \
+	[symbol] = wait,
+
+	static const ZkWaitEvent waits[ZK_NUM_KINDS] = {
+#include "shared/kindlist.h"
+	};
+
+#undef PG_ZK_KIND
+
+	Assert(kind >= 0 && kind < ZK_NUM_KINDS);
+	return waits[kind];
 }

@@ -19,9 +19,10 @@
  *	shared/			the boundary, used by both sides
  *	  zklock.h		limits, kinds, settings, names (this file)
  *	  settings.c	the zklock.* settings
+ *	  kindlist.h	kinds of request: every fact of a kind, in one list
  *	  kinds.c		kinds of request: their names, where their nodes are
- *	  protocol.c	the shared-memory request protocol (its backend side),
- *					and what "held" means
+ *	  protocol.c	the shared-memory request protocol: the pool of
+ *					entries, the rows of a listing
  *	  naming.c		names: what a name may be
  *	  paths.c		znode paths of names, slot names of job claims
  *	  nodename.c	child node names: forms, sequence order (plain C)
@@ -31,15 +32,21 @@
  *	  lock.c		SQL side of locks, read-write locks, semaphores, the
  *					multi-lock and revocation
  *	  barrier.c, double_barrier.c, leader.c, claim.c
- *					SQL sides of the other recipes
+ *					SQL sides of the other recipes (claim.c: and the
+ *					transaction's job claims)
  *	  monitor.c		what a DBA sees: views, status, participants
- *	  holdings.c	a backend's own bookkeeping: re-entrancy, scopes,
- *					transactions, composite recipes
+ *	  holdings.c	a backend's own bookkeeping: scopes, transactions
+ *	  acquire.c		acquiring: re-entrancy, composite recipes
+ *	  request.c		its side of the request protocol: requests,
+ *					give-ups, what "held" means
+ *	  wait.c		its waits for the worker
  *
  *	worker/			what the worker runs
  *	  worker.c		the background worker's wait loop
  *	  reply.c		the worker's side of the request protocol: outcomes
  *	  session.c		the ZooKeeper session: connect, confirm, lose, recover
+ *	  credentials.c	zklock.auth_file's credentials, the ACL of our nodes
+ *	  client_log.c	the ZooKeeper client's log lines
  *	  engine/		the engine: what the worker does with requests
  *	    README		how the engine works: structures, states, who writes what
  *	    engine.c	the turn: requests, answers and fires, session events
@@ -151,29 +158,17 @@ extern const ZkAclIdentities *zk_acl_identities(void);
 /*
  * What a backend can ask for.  Each kind is one driver of the engine
  * (src/worker/recipes/); the protocol carries it without knowing what it
- * means.
+ * means.  Every fact of a kind is in kindlist.h.
  */
+#define PG_ZK_KIND(symbol, name, label, suffix, wait, driver, failed) symbol,
+
 typedef enum ZkKind
 {
-	ZK_KIND_LOCK = 0,			/* exclusive lock (Curator InterProcessMutex) */
-	ZK_KIND_READ,				/* shared side of InterProcessReadWriteLock */
-	ZK_KIND_WRITE,				/* exclusive side of InterProcessReadWriteLock */
-	ZK_KIND_SEMAPHORE,			/* a lease of InterProcessSemaphoreV2 */
-	ZK_KIND_SEMAPHORE_ENTRY,	/* the semaphore's entry mutex (<name>/locks) */
-	ZK_KIND_LATCH,				/* the instance in a LeaderLatch election */
-	ZK_KIND_BARRIER_SET,		/* DistributedBarrier.setBarrier */
-	ZK_KIND_BARRIER_REMOVE,		/* DistributedBarrier.removeBarrier */
-	ZK_KIND_BARRIER_WAIT,		/* DistributedBarrier.waitOnBarrier */
-	ZK_KIND_DOUBLE_BARRIER,		/* a member of DistributedDoubleBarrier */
-	ZK_KIND_JOB_CLAIM,			/* a claim of a job's time slot */
-	ZK_KIND_REVOKE,				/* Revoker.attemptRevoke on every holder */
-	ZK_KIND_LIST,				/* a listing: participants, claims */
-	ZK_KIND_COUNT_READ,			/* SharedCount: getVersionedValue (start()) */
-	ZK_KIND_COUNT_SET,			/* SharedCount.setCount */
-	ZK_KIND_COUNT_CAS,			/* SharedCount.trySetCount */
-	ZK_KIND_COUNT_ADD,			/* an add to a SharedCount (a CAS loop) */
+#include "shared/kindlist.h"
 	ZK_NUM_KINDS
 } ZkKind;
+
+#undef PG_ZK_KIND
 
 /* What a ZK_KIND_LIST request lists (its arg). */
 typedef enum ZkListWhat
@@ -186,7 +181,7 @@ typedef enum ZkListWhat
 
 /*
  * Where a request's node is: under <zklock.root>/<name><suffix>, the suffix
- * of its kind (zk_kind_suffix), as in Curator's layout.
+ * of its kind (kindlist.h, zk_kind_suffix), as in Curator's layout.
  */
 #define ZK_SUFFIX_LEASES	"/leases"	/* a semaphore's leases */
 #define ZK_SUFFIX_LOCKS		"/locks"	/* a semaphore's entry mutex */
@@ -194,7 +189,7 @@ typedef enum ZkListWhat
 
 /* kinds.c */
 extern const char *zk_kind_name(ZkKind kind);
-extern const char *zk_kind_verb(ZkKind kind);
+extern const char *zk_kind_failed(ZkKind kind);
 extern const char *zk_kind_suffix(ZkKind kind);
 
 /* What a waiting process shows in pg_stat_activity (wait_events.c). */

@@ -6,7 +6,8 @@
  *	  grants, results, listings and the session's state into them, waking
  *	  their backends, and freeing the entries backends gave up.
  *
- * The backend's side, and the rules both sides follow, are in
+ * The backend's side is in backend/request.c and backend/wait.c, the
+ * rules both sides follow and the format of a listing's rows in
  * shared/protocol.c.  Every function here takes the shared lock only for
  * the moment it writes, and never throws while holding it.
  *
@@ -277,28 +278,6 @@ zk_set_result(int id, int64 result)
 	zk_wake(procno, e);
 }
 
-/* Append one row (ncols strings, NULL for SQL NULL) to a listing. */
-void
-zk_add_row(StringInfo rows, int ncols, const char *const *cols)
-{
-	int32		nc = ncols;
-
-	if (rows->len == 0)
-	{
-		int32		zero = 0;
-
-		appendBinaryStringInfo(rows, (char *) &zero, sizeof(int32));
-	}
-	appendBinaryStringInfo(rows, (char *) &nc, sizeof(int32));
-	for (int c = 0; c < ncols; c++)
-	{
-		appendStringInfoChar(rows, cols[c] ? 1 : 0);
-		if (cols[c])
-			appendBinaryStringInfo(rows, cols[c], strlen(cols[c]) + 1);
-	}
-	((int32 *) rows->data)[0]++;
-}
-
 /*
  * Finish a listing request: its rows go into a DSM segment the backend
  * attaches to (and unpins); the entry becomes DONE with the row count.
@@ -309,24 +288,11 @@ void
 zk_set_rows(int id, StringInfo rows)
 {
 	ZkEntry    *e = ZK_ENTRY(id);
-	dsm_segment *seg = NULL;
-	dsm_handle	handle = 0;
-	int32		n = 0;
+	dsm_handle	handle;
+	int32		n;
 	int			procno;
 
-	if (rows->len > 0)
-	{
-		memcpy(&n, rows->data, sizeof(int32));
-		seg = dsm_create(rows->len, DSM_CREATE_NULL_IF_MAXSEGMENTS);
-	}
-	if (seg)
-	{
-		memcpy(dsm_segment_address(seg), rows->data, rows->len);
-		dsm_pin_segment(seg);
-		handle = dsm_segment_handle(seg);
-		dsm_detach(seg);
-	}
-	else if (rows->len > 0)
+	if (!zk_rows_store(rows, &handle, &n))
 	{
 		zk_set_outcome(id, ZKE_FAILED, ERRCODE_OUT_OF_MEMORY,
 					   "No dynamic shared memory segment was available for the answer.");
@@ -495,7 +461,7 @@ zk_set_confirmed(int64 session_id, ZkMono at)
 /*
  * Publish that the worker does not connect because zklock.auth_file names
  * the unusable file "file" (NULL: it no longer keeps it from connecting),
- * for the 08001 of backends (shared/protocol.c).
+ * for the 08001 of backends (backend/wait.c).
  */
 void
 zk_set_auth_blocked(const char *file)
@@ -508,7 +474,7 @@ zk_set_auth_blocked(const char *file)
 
 /*
  * Record whether connections keep being closed right after they are made
- * (see client_log in session.c), for the hint of backends' 08001.
+ * (see zk_client_log in client_log.c), for the hint of backends' 08001.
  */
 void
 zk_set_closed_on_connect(bool closed)

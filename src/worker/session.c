@@ -34,7 +34,7 @@
  * the quorum still had the session after the probe was sent, and it cannot
  * expire before confirmed_at + timeout.  Backends trust a holding only
  * while confirmed_at is younger than half the timeout and the holding
- * belongs to this very session (shared/protocol.c); a paused or cut-off worker
+ * belongs to this very session (backend/request.c); a paused or cut-off worker
  * therefore stops vouching for its locks well before ZooKeeper could hand
  * them to someone else.
  *
@@ -42,21 +42,7 @@
  * back from zk_session_wait() as events, and the worker loop tells the
  * engine.
  *
- * Credentials: zklock.auth_file names a file holding "user:password" for
- * ZooKeeper's digest scheme.  It is read whenever a new session is opened
- * and on every reload (a changed path or content opens a new session).  As
- * PostgreSQL does for its SSL key, the file must be a regular file owned by
- * the server's user without group or world access; otherwise, and when it
- * cannot be read or parsed, the worker does not connect at all (connecting
- * without the credentials would create nodes everyone may change) until a
- * reload finds it usable, or keeps its current session when it learns of
- * the problem on a reload.  The credentials never go to the log, to an
- * error message or to zk_status().
- *
- * Identities: through a TLS tunnel (docs/tls.md) ZooKeeper also knows the
- * session by the DN of the tunnel's client certificate (x509).  The ACL of
- * the nodes we create gives all rights to every identity of the session
- * and of zklock.acl_identities, the fleet (zk_session_acl).
+ * Credentials and the ACL of our nodes: credentials.c.
  *
  * Crash restarts: the session id and password are kept in
  * $PGDATA/zklock.session.  After a crash (kill -9 of any backend restarts
@@ -86,6 +72,7 @@
 #include "shared/pg_compat.h"
 #include "shared/protocol.h"
 #include "worker/session.h"
+#include "worker/session_internal.h"
 
 #define SESSION_FILE "zklock.session"
 
@@ -123,16 +110,37 @@
 zhandle_t  *zk_zh = NULL;
 void		(*zk_session_disconnected_hook) (void) = NULL;
 
-static bool connected = false;
-static bool ending_old = false; /* zk_zh resumes a dead worker's session */
-static bool end_old_now = false;
+/*
+ * Where the session is in its life, one phase at a time (the watcher moves
+ * ZKP_ENDING_OLD to ZKP_OLD_ANSWERED; everything else happens outside
+ * ZooKeeper's callbacks).  Backends see less (ZkSessionState, published
+ * with zk_set_session_state): CONNECTED only in ZKP_CONNECTED.
+ */
+typedef enum ZkSessionPhase
+{
+	ZKP_CLOSED,					/* no handle: not started yet, or the next
+								 * is opened at reopen_at (zookeeper_init
+								 * failed, ZooKeeper refused the
+								 * credentials) */
+	ZKP_AUTH_BLOCKED,			/* no handle: zklock.auth_file cannot be
+								 * used; read again at reopen_at and on
+								 * reload */
+	ZKP_ENDING_OLD,				/* the handle resumes the session a
+								 * previous worker left, only to close it
+								 * (until end_old_deadline) */
+	ZKP_OLD_ANSWERED,			/* ... and ZooKeeper answered for it
+								 * (connected, expired or refused): close it
+								 * now */
+	ZKP_CONNECTING,				/* the handle is our session's: not
+								 * connected yet, or the connection was lost
+								 * (suspended) */
+	ZKP_CONNECTED				/* ... connected: usable */
+} ZkSessionPhase;
+
+static ZkSessionPhase phase = ZKP_CLOSED;	/* set by the watcher too */
 static ZkMono end_old_deadline = 0;
 static int64 session_id = 0;
 static char *session_hosts = NULL;	/* zklock.hosts the session uses */
-static char *session_auth_file = NULL;	/* zklock.auth_file of the session */
-static char *session_auth = NULL;	/* the credentials read from it, or "" */
-static bool authenticated = false;	/* session_auth was sent */
-static bool auth_blocked = false;	/* the file is unusable: try it later */
 static ZkMono confirmed_at = 0;
 static ZkMono next_probe_at = 0;
 static ZkMono connected_at = 0;	/* when the current connection was made */
@@ -140,157 +148,38 @@ static int	unconfirmed_connections = 0;	/* in a row, see session_changed */
 /* why the session is lost, a sentence; set by the watcher, acted on later */
 static const char *lost_reason = NULL;
 static ZkMono reopen_at = 0;	/* retry a failed zookeeper_init then */
+/* ZooKeeper refused the credentials: noted by the watcher with lost_reason */
 static bool auth_failed = false;
 static int	backoff_ms = 0;			/* wait after the last failed round */
 static ZkMono retry_at = 0;			/* no connection attempt before then */
 static int	pending_fd = -1;		/* socket of a connection being set up */
 static ZkMono pending_since = 0;
-static volatile int observed_state = 0;	/* set by the watcher */
+/* the connection state the watcher saw last, for session_changed */
+static volatile int observed_state = 0;
 static volatile bool state_changed = false;
 static int	events = 0;			/* ZK_EVENT_* since the last wait returned */
 static const char *event_why = NULL;	/* for ZK_EVENT_LOST */
 
 static void open_handle(const clientid_t *cid);
 
+/* Does the handle resume a previous worker's session, only to close it? */
+static inline bool
+ending_old(void)
+{
+	return phase == ZKP_ENDING_OLD || phase == ZKP_OLD_ANSWERED;
+}
+
 bool
 zk_session_connected(void)
 {
-	return zk_zh != NULL && connected && !ending_old;
+	return zk_zh != NULL && phase == ZKP_CONNECTED;
 }
 
 /* The id of the current session, or 0. */
 int64
 zk_session_id(void)
 {
-	return zk_zh != NULL && !ending_old ? session_id : 0;
-}
-
-/* A client log line that repeats is written at most this often (ms). */
-#define CLIENT_LOG_REPEAT_MS	10000
-
-/*
- * After this many connections in a row closed right after they were made,
- * last_error and the 08001's hint name the TLS tunnel.
- */
-#define CLOSED_ON_CONNECT_HINT	5
-
-/* The lines written lately (a failing connection alternates a few). */
-#define CLIENT_LINES		16
-
-static struct
-{
-	char		text[256];		/* the line, without its time and process */
-	ZkMono		at;				/* when it was last written */
-	int			left_out;		/* repeats not written since */
-}			client_lines[CLIENT_LINES];
-
-static int	closed_on_connect = 0;	/* connections in a row, see client_log */
-
-/*
- * Write one of the client's log lines to the server log at DEBUG1, unless
- * the same line was written less than CLIENT_LOG_REPEAT_MS ago: a
- * connection refused or reset at once is retried every few dozen ms, and
- * each attempt logs the same lines.  text is the line without its time
- * stamp and process.
- */
-static void
-client_log_line(const char *message, const char *text)
-{
-	ZkMono		now = zk_mono_now();
-	int			slot = 0;
-
-	for (int i = 0; i < CLIENT_LINES; i++)
-	{
-		if (strncmp(text, client_lines[i].text,
-					sizeof(client_lines[i].text) - 1) == 0)
-		{
-			slot = i;
-			break;
-		}
-		if (client_lines[i].at < client_lines[slot].at)
-			slot = i;			/* the oldest, to be replaced */
-	}
-	if (strncmp(text, client_lines[slot].text,
-				sizeof(client_lines[slot].text) - 1) != 0)
-	{
-		strlcpy(client_lines[slot].text, text, sizeof(client_lines[slot].text));
-		client_lines[slot].left_out = 0;
-	}
-	else if (now - client_lines[slot].at < (int64) CLIENT_LOG_REPEAT_MS * 1000)
-	{
-		client_lines[slot].left_out++;
-		return;
-	}
-	if (client_lines[slot].left_out > 0)
-		elog(DEBUG1, "zookeeper client: %s (the same line came %d more times in the last %d seconds)",
-			 message, client_lines[slot].left_out,
-			 (int) ((now - client_lines[slot].at) / 1000000));
-	else
-		elog(DEBUG1, "zookeeper client: %s", message);
-	client_lines[slot].at = now;
-	client_lines[slot].left_out = 0;
-}
-
-/*
- * Route the client's own log lines to the server log at DEBUG1 (repeats
- * rate-limited); an error becomes the last error shown to users
- * (zk_status(), 08001's detail), as a phrase: "HOST:PORT: Connection
- * refused" for a socket's error, else the client's text without its time
- * stamp, thread and source location.
- *
- * A connection closed by the other side before the session handshake is
- * answered ("failed while receiving a server response" while not
- * connected), again and again, is what a TLS tunnel shows when it cannot
- * complete its handshake with ZooKeeper (the TLS error is only in the
- * tunnel's log): after CLOSED_ON_CONNECT_HINT of them in a row, the last
- * error says so, and the 08001's hint too.
- */
-static void
-client_log(const char *message)
-{
-	const char *text = strstr(message, "ZOO_");
-	const char *err;
-	const char *why;
-	const char *end;
-
-	client_log_line(message, text ? text : message);
-	if (text == NULL || strncmp(text, "ZOO_ERROR@", 10) != 0)
-		return;
-	text = strstr(text, ": ");
-	text = text ? text + 2 : message;
-	if (strncmp(text, "Socket ", 7) == 0 &&
-		(err = strstr(text, "errno=")) != NULL &&
-		(why = strchr(err, '(')) != NULL &&
-		(end = strchr(why, ')')) != NULL)
-	{
-		const char *host = text + 7;
-		int			hostlen = strcspn(host, " ");
-
-		if (host[0] == '[' && hostlen > 2)
-		{
-			host++;
-			hostlen -= 2;
-		}
-		if (!connected &&
-			strstr(end, "failed while receiving a server response") != NULL)
-			closed_on_connect++;
-		else if (closed_on_connect > 0)
-		{
-			closed_on_connect = 0;
-			zk_set_closed_on_connect(false);
-		}
-		if (closed_on_connect >= CLOSED_ON_CONNECT_HINT)
-		{
-			zk_set_last_error("%.*s: the connection was closed right after it was made, %d times in a row (a TLS tunnel does this when it cannot reach ZooKeeper or its TLS handshake with ZooKeeper fails: see the tunnel's log)",
-							  hostlen, host, closed_on_connect);
-			zk_set_closed_on_connect(true);
-		}
-		else
-			zk_set_last_error("%.*s: %.*s", hostlen, host,
-							  (int) (end - why - 1), why + 1);
-	}
-	else
-		zk_set_last_error("%s", text);
+	return zk_zh != NULL && !ending_old() ? session_id : 0;
 }
 
 /* ---- the session file ---- */
@@ -416,12 +305,12 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 	if (type != ZOO_SESSION_EVENT)
 		return;
 
-	if (ending_old)
+	if (ending_old())
 	{
 		/* alive or expired, either way we can close it now */
 		if (state == ZOO_CONNECTED_STATE || state == ZOO_EXPIRED_SESSION_STATE ||
 			state == ZOO_AUTH_FAILED_STATE)
-			end_old_now = true;
+			phase = ZKP_OLD_ANSWERED;
 		return;
 	}
 	if (state == ZOO_EXPIRED_SESSION_STATE)
@@ -448,7 +337,7 @@ session_watcher(zhandle_t *zh, int type, int state, const char *path,
 static void
 suspend(void)
 {
-	connected = false;
+	phase = ZKP_CONNECTING;
 	if (confirmed_at >= connected_at)
 		unconfirmed_connections = 0;
 	else
@@ -468,9 +357,9 @@ session_changed(void)
 	int			state = observed_state;
 
 	state_changed = false;
-	if (zk_zh == NULL || ending_old)
+	if (zk_zh == NULL || ending_old())
 		return;
-	if (state == ZOO_CONNECTED_STATE && !connected)
+	if (state == ZOO_CONNECTED_STATE && phase != ZKP_CONNECTED)
 	{
 		const clientid_t *cid = zoo_client_id(zk_zh);
 
@@ -493,12 +382,11 @@ session_changed(void)
 			lost_reason = "ZooKeeper kept dropping the connection before the session could be confirmed; the worker closed the session.";
 			return;
 		}
-		connected = true;
+		phase = ZKP_CONNECTED;
 		connected_at = zk_mono_now();
 		backoff_ms = 0;
 		retry_at = 0;
-		closed_on_connect = 0;
-		zk_set_closed_on_connect(false);
+		zk_client_log_connected();
 		zk_set_last_error("%s", "");	/* what failed before is over */
 
 		/*
@@ -537,233 +425,8 @@ session_changed(void)
 		events |= ZK_EVENT_CONNECTED;
 	}
 	else if ((state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) &&
-			 connected)
+			 phase == ZKP_CONNECTED)
 		suspend();
-}
-
-/* ---- authentication ---- */
-
-/* Longest credentials file accepted, in bytes. */
-#define AUTH_FILE_MAX	1024
-
-/*
- * The ACL of every node we create, parents included.  Open when neither
- * zklock.auth_file nor zklock.acl_identities is set.  Otherwise all rights
- * for our own identities ("auth": ZooKeeper puts in every identity the
- * session authenticated as, the digest user of zklock.auth_file and the
- * x509 DN of the certificate the TLS tunnel presents), all rights for each
- * identity of zklock.acl_identities (the other instances of the fleet and
- * their Curator or Kazoo peers: ZooKeeper checks DELETE on the parent, so
- * every member must have it on the shared parents), and READ for everyone.
- * A session with no identity at all gets "invalid ACL" from ZooKeeper
- * rather than nodes it could not delete.  The vector points into the
- * setting's parsed value, valid until the next reload: ZooKeeper's client
- * serializes it when the call is made.
- */
-struct ACL_vector *
-zk_session_acl(void)
-{
-	static struct ACL *acl = NULL;
-	static int	acl_size = 0;
-	static struct ACL_vector vector = {0, NULL};
-	const ZkAclIdentities *ids = zk_acl_identities();
-	int			size = 2 + (ids ? ids->count : 0);
-	int			n = 0;
-
-	if (!authenticated && ids == NULL)
-		return &ZOO_OPEN_ACL_UNSAFE;
-	if (size > acl_size)
-	{
-		if (acl != NULL)
-			pfree(acl);
-		acl = MemoryContextAlloc(TopMemoryContext, sizeof(struct ACL) * size);
-		acl_size = size;
-	}
-	acl[n].perms = ZOO_PERM_ALL;
-	acl[n].id.scheme = "auth";
-	acl[n++].id.id = "";
-	for (int i = 0; ids != NULL && i < ids->count; i++)
-	{
-		acl[n].perms = ZOO_PERM_ALL;
-		acl[n].id.scheme = (char *) ids->ids[i].scheme;
-		acl[n++].id.id = (char *) ids->ids[i].id;
-	}
-	acl[n].perms = ZOO_PERM_READ;
-	acl[n].id.scheme = "world";
-	acl[n++].id.id = "anyone";
-	vector.count = n;
-	vector.data = acl;
-	return &vector;
-}
-
-/* Forget credentials: overwrite them before the memory is freed. */
-static void
-free_secret(char *secret)
-{
-	if (secret)
-	{
-		explicit_bzero(secret, strlen(secret));
-		pfree(secret);
-	}
-}
-
-/*
- * Read the credentials from the file named by zklock.auth_file (a relative
- * path is relative to the data directory, the worker's working directory).
- * Returns them palloc'd in TopMemoryContext, "" when the setting is empty,
- * or NULL after logging (at LOG, as PostgreSQL reports configuration files
- * it cannot use on reload) and publishing as last_error why the file
- * cannot be used.  Neither ever shows the file's content.
- */
-static char *
-read_auth_file(const char *path)
-{
-	char		buf[AUTH_FILE_MAX + 2];
-	struct stat st;
-	int			fd;
-	int			len;
-	int			save_errno;
-	char	   *colon;
-	char	   *result;
-
-	if (path[0] == '\0')
-		return MemoryContextStrdup(TopMemoryContext, "");
-
-	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
-	if (fd < 0)
-	{
-		save_errno = errno;
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not open zklock credentials file \"%s\": %m",
-						path),
-				 errhint("zklock.auth_file must name a file the server's user can read.")));
-		zk_set_last_error("could not open zklock credentials file \"%s\": %s",
-						  path, strerror(save_errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) != 0)
-	{
-		save_errno = errno;
-		CloseTransientFile(fd);
-		errno = save_errno;
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not stat zklock credentials file \"%s\": %m",
-						path)));
-		zk_set_last_error("could not stat zklock credentials file \"%s\": %s",
-						  path, strerror(save_errno));
-		return NULL;
-	}
-	if (!S_ISREG(st.st_mode))
-	{
-		CloseTransientFile(fd);
-		ereport(LOG,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("zklock credentials file \"%s\" is not a regular file",
-						path)));
-		zk_set_last_error("zklock credentials file \"%s\" is not a regular file",
-						  path);
-		return NULL;
-	}
-	if (st.st_uid != geteuid())
-	{
-		CloseTransientFile(fd);
-		ereport(LOG,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("zklock credentials file \"%s\" must be owned by the database server's user",
-						path),
-				 errdetail("The file is owned by user ID %u; the server runs as user ID %u.",
-						   (unsigned int) st.st_uid, (unsigned int) geteuid()),
-				 errhint("Give the file to the server's user with chown and make it mode 0600, then reload the configuration.")));
-		zk_set_last_error("zklock credentials file \"%s\" is owned by user ID %u, not by the server's user ID %u",
-						  path, (unsigned int) st.st_uid,
-						  (unsigned int) geteuid());
-		return NULL;
-	}
-	if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
-	{
-		CloseTransientFile(fd);
-		ereport(LOG,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("zklock credentials file \"%s\" has group or world access",
-						path),
-				 errdetail("The file has permissions %04o; it must have permissions u=rw (0600) or less.",
-						   (unsigned int) (st.st_mode & 07777)),
-				 errhint("Run \"chmod 0600 %s\", then reload the configuration.",
-						 path)));
-		zk_set_last_error("zklock credentials file \"%s\" has group or world access (permissions %04o)",
-						  path, (unsigned int) (st.st_mode & 07777));
-		return NULL;
-	}
-
-	len = read(fd, buf, sizeof(buf) - 1);
-	save_errno = errno;
-	CloseTransientFile(fd);
-	if (len < 0)
-	{
-		errno = save_errno;
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not read zklock credentials file \"%s\": %m",
-						path)));
-		zk_set_last_error("could not read zklock credentials file \"%s\": %s",
-						  path, strerror(save_errno));
-		return NULL;
-	}
-	if (len > AUTH_FILE_MAX)
-	{
-		explicit_bzero(buf, sizeof(buf));
-		ereport(LOG,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("zklock credentials file \"%s\" is too long", path),
-				 errdetail("The file must hold one line of at most %d bytes.",
-						   AUTH_FILE_MAX)));
-		zk_set_last_error("zklock credentials file \"%s\" is too long", path);
-		return NULL;
-	}
-	/* one line: trailing white space and the newline do not count */
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
-					   buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-		len--;
-	buf[len] = '\0';
-	colon = strchr(buf, ':');
-	if (colon == NULL || colon == buf || memchr(buf, '\0', len) != NULL ||
-		strchr(buf, '\n') != NULL)
-	{
-		explicit_bzero(buf, sizeof(buf));
-		ereport(LOG,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("zklock credentials file \"%s\" is not of the form user:password",
-						path),
-				 errdetail("The file must hold one line: a user name, a colon and the password.")));
-		zk_set_last_error("zklock credentials file \"%s\" is not of the form user:password",
-						  path);
-		return NULL;
-	}
-	result = MemoryContextStrdup(TopMemoryContext, buf);
-	explicit_bzero(buf, sizeof(buf));
-	return result;
-}
-
-static volatile int auth_rc = ZOK;	/* set by auth_done, acted on later */
-
-static void
-auth_done(int rc, const void *data)
-{
-	if (rc != ZOK && rc != ZCLOSING)
-		auth_rc = rc;
-}
-
-/* Present the session's credentials, if any, to ZooKeeper. */
-static void
-add_auth(void)
-{
-	authenticated = false;
-	if (session_auth[0] == '\0')
-		return;
-	authenticated = zoo_add_auth(zk_zh, "digest", session_auth,
-								 strlen(session_auth), auth_done, NULL) == ZOK;
 }
 
 /* ---- opening and closing ---- */
@@ -775,7 +438,8 @@ add_auth(void)
 static void
 open_handle(const clientid_t *cid)
 {
-	connected = false;
+	if (cid == NULL)
+		phase = ZKP_CLOSED;		/* else the caller made it ZKP_ENDING_OLD */
 	session_id = 0;
 	lost_reason = NULL;
 	if (session_hosts)
@@ -783,9 +447,7 @@ open_handle(const clientid_t *cid)
 	session_hosts = MemoryContextStrdup(TopMemoryContext, zklock_hosts);
 	if (cid == NULL)
 	{
-		char	   *auth = read_auth_file(zklock_auth_file);
-
-		if (auth == NULL)
+		if (!zk_credentials_load())
 		{
 			/* no connection rather than one with open ACLs */
 			ereport(LOG,
@@ -794,20 +456,13 @@ open_handle(const clientid_t *cid)
 					 errdetail("The file named by zklock.auth_file cannot be used."),
 					 errhint("Fix the file; zklock reads it again every %d seconds and on reload.",
 							 AUTH_RETRY_MS / 1000)));
-			auth_blocked = true;
+			phase = ZKP_AUTH_BLOCKED;
 			zk_set_auth_blocked(zklock_auth_file);
 			reopen_at = ZkMonoPlusMs(zk_mono_now(), AUTH_RETRY_MS);
 			zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 			return;
 		}
-		auth_blocked = false;
 		zk_set_auth_blocked(NULL);
-		free_secret(session_auth);
-		session_auth = auth;
-		if (session_auth_file)
-			pfree(session_auth_file);
-		session_auth_file = MemoryContextStrdup(TopMemoryContext,
-												zklock_auth_file);
 	}
 
 	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
@@ -823,11 +478,14 @@ open_handle(const clientid_t *cid)
 		reopen_at = ZkMonoPlusMs(zk_mono_now(), 1000);
 		return;
 	}
-	zoo_set_log_callback(zk_zh, client_log);
+	zoo_set_log_callback(zk_zh, zk_client_log);
 	/* look the hosts up again at most every few seconds, not every turn */
 	zoo_set_servers_resolution_delay(zk_zh, RESOLVE_DELAY_MS);
 	if (cid == NULL)
-		add_auth();
+	{
+		zk_credentials_present(zk_zh);
+		phase = ZKP_CONNECTING;
+	}
 	zk_set_session_state(ZKS_CONNECTING, 0, 0, NULL);
 }
 
@@ -845,13 +503,12 @@ zk_session_start(void)
 		ereport(LOG,
 				(errmsg("zklock is ending ZooKeeper session 0x%llx left by its previous run",
 						(unsigned long long) cid.client_id)));
-		ending_old = true;
-		end_old_now = false;
+		phase = ZKP_ENDING_OLD;
 		end_old_deadline = ZkMonoPlusMs(zk_mono_now(), zklock_connect_timeout);
 		open_handle(&cid);
 		if (zk_zh != NULL)
 			return;
-		ending_old = false;
+		phase = ZKP_CLOSED;
 	}
 	open_handle(NULL);
 }
@@ -869,14 +526,17 @@ zk_session_stop(void)
 	if (zk_zh)
 	{
 		zhandle_t  *zh = zk_zh;
-		bool		was_connected = connected || end_old_now;
+		bool		was_connected = phase == ZKP_CONNECTED ||
+			phase == ZKP_OLD_ANSWERED;
 		int			rc;
 
 		zk_zh = NULL;
-		connected = false;
+		if (!ending_old())
+			phase = ZKP_CLOSED;
 		HOLD_INTERRUPTS();
 		rc = zookeeper_close(zh);
 		RESUME_INTERRUPTS();
+		phase = ZKP_CLOSED;
 		if (rc == ZOK && was_connected)
 		{
 			remove_session_file();
@@ -928,35 +588,6 @@ session_restart(const char *why)
 }
 
 /*
- * Settings were reloaded: read zklock.auth_file again.  Returns why the
- * session must move to another identity (a changed path or content), or
- * NULL.  An unusable file is reported and the session kept, as PostgreSQL
- * keeps its SSL configuration when a reload brings a bad one.
- */
-static const char *
-auth_changed(void)
-{
-	char	   *auth;
-	const char *why = NULL;
-
-	auth = read_auth_file(zklock_auth_file);
-	if (auth == NULL)
-	{
-		ereport(LOG,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("zklock.auth_file was not reloaded"),
-				 errdetail("The zklock worker keeps its current ZooKeeper session and credentials.")));
-		return NULL;
-	}
-	if (strcmp(session_auth_file, zklock_auth_file) != 0)
-		why = "zklock.auth_file changed.";
-	else if (strcmp(session_auth, auth) != 0)
-		why = "The credentials in zklock.auth_file changed.";
-	free_secret(auth);
-	return why;
-}
-
-/*
  * Settings were reloaded: move to the new ensemble or identity if
  * zklock.hosts, zklock.auth_file or that file's content changed, and try
  * to connect again if the credentials file was unusable.  Returns the
@@ -967,10 +598,10 @@ zk_session_reload(const char **why)
 {
 	const char *reason;
 
-	if (auth_blocked)
+	if (phase == ZKP_AUTH_BLOCKED)
 	{
 		/* not connected: nothing to lose, just try again */
-		auth_blocked = false;
+		phase = ZKP_CLOSED;
 		if (zk_zh == NULL)
 			open_handle(NULL);
 	}
@@ -981,8 +612,8 @@ zk_session_reload(const char **why)
 		retry_at = 0;
 		session_restart("zklock.hosts changed.");
 	}
-	else if (zk_zh != NULL && !ending_old && session_auth != NULL &&
-			 (reason = auth_changed()) != NULL)
+	else if (zk_zh != NULL && !ending_old() &&
+			 (reason = zk_credentials_changed()) != NULL)
 		session_restart(reason);
 	return take_events(why);
 }
@@ -1004,7 +635,7 @@ kick_stuck_handshake(int fd)
 	ZkMono		now = zk_mono_now();
 	int			limit = Max(1000, zklock_session_timeout / 10);
 
-	if (fd < 0 || connected)
+	if (fd < 0 || phase == ZKP_CONNECTED)
 	{
 		pending_fd = -1;
 		return;
@@ -1155,10 +786,10 @@ zk_session_wait(long timeout_ms, const char **why)
 	if (zk_zh == NULL && now >= reopen_at)
 		open_handle(NULL);
 
-	if (ending_old && (end_old_now || now >= end_old_deadline))
+	if (phase == ZKP_OLD_ANSWERED ||
+		(phase == ZKP_ENDING_OLD && now >= end_old_deadline))
 	{
 		zk_session_stop();
-		ending_old = false;
 		open_handle(NULL);
 	}
 
@@ -1170,7 +801,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	if (zk_session_connected() && now >= next_probe_at)
 		send_probe(now);
 
-	if (zk_zh && !connected && now < retry_at)
+	if (zk_zh && phase != ZKP_CONNECTED && now < retry_at)
 	{
 		/*
 		 * Between two rounds of connection attempts.  The client is not
@@ -1185,7 +816,7 @@ zk_session_wait(long timeout_ms, const char **why)
 	else if (zk_zh)
 	{
 		rc = zookeeper_interest(zk_zh, &fd, &interest, &tv);
-		if (rc == ZINVALIDSTATE && lost_reason == NULL && !ending_old)
+		if (rc == ZINVALIDSTATE && lost_reason == NULL && !ending_old())
 			lost_reason = "The ZooKeeper handle became unusable.";
 		else if (rc != ZOK)
 		{
@@ -1202,7 +833,7 @@ zk_session_wait(long timeout_ms, const char **why)
 			tv.tv_usec = INTEREST_RETRY_MS * 1000L;
 			io = ZOOKEEPER_READ;
 		}
-		else if (fd < 0 && !connected)
+		else if (fd < 0 && phase != ZKP_CONNECTED)
 		{
 			/*
 			 * The client has tried every host in vain and asks to wait tv
@@ -1259,9 +890,9 @@ zk_session_wait(long timeout_ms, const char **why)
 	 * connection is a reconnect (session_changed) even if the client's
 	 * watcher hears of the loss only together with it.
 	 */
-	if (zk_zh && !ending_old && zoo_state(zk_zh) != ZOO_CONNECTED_STATE)
+	if (zk_zh && !ending_old() && zoo_state(zk_zh) != ZOO_CONNECTED_STATE)
 	{
-		if (connected)
+		if (phase == ZKP_CONNECTED)
 			suspend();
 		if (zk_session_disconnected_hook)
 			zk_session_disconnected_hook();
@@ -1295,17 +926,12 @@ zk_session_wait(long timeout_ms, const char **why)
 		zk_hop_turn.read = zk_mono_now();
 
 	/* act on what the callbacks noted */
-	if (auth_rc != ZOK)
-	{
-		zk_set_last_error("ZooKeeper refused the credentials of zklock.auth_file: %s",
-						  zerror(auth_rc));
-		auth_rc = ZOK;
-	}
+	zk_credentials_check_refused();
 	if (state_changed)
 		session_changed();
 	if (lost_reason)
 		session_restart(lost_reason);
-	else if (zk_zh && session_id != 0 && !ending_old &&
+	else if (zk_zh && session_id != 0 && !ending_old() &&
 			 zk_mono_now() - confirmed_at >=
 			 (int64) zoo_recv_timeout(zk_zh) * 1000)
 		session_restart("ZooKeeper did not confirm the session within its timeout.");

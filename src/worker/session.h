@@ -28,6 +28,7 @@ extern void (*zk_session_disconnected_hook) (void);
 
 extern bool zk_session_connected(void);
 extern int64 zk_session_id(void);
+/* the ACL of the nodes we create (credentials.c) */
 extern struct ACL_vector *zk_session_acl(void);
 
 extern void zk_session_start(void);

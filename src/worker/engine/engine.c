@@ -35,31 +35,21 @@ TimestampTz answered_list_sent_at = 0;	/* of the listing being processed */
 static dlist_head answered = DLIST_STATIC_INIT(answered);
 static dlist_head fired = DLIST_STATIC_INIT(fired);
 
+/* the drivers of the kinds (kindlist.h) */
+#define PG_ZK_KIND(symbol, name, label, suffix, wait, driver, failed) \
+	[symbol] = &driver,
+
 static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
-	[ZK_KIND_LOCK] = &zk_lock_driver,
-	[ZK_KIND_READ] = &zk_read_driver,
-	[ZK_KIND_WRITE] = &zk_write_driver,
-	[ZK_KIND_SEMAPHORE] = &zk_semaphore_driver,
-	[ZK_KIND_SEMAPHORE_ENTRY] = &zk_semaphore_entry_driver,
-	[ZK_KIND_LATCH] = &zk_latch_driver,
-	[ZK_KIND_JOB_CLAIM] = &zk_claim_driver,
-	[ZK_KIND_LIST] = &zk_list_driver,
-	[ZK_KIND_BARRIER_SET] = &zk_barrier_set_driver,
-	[ZK_KIND_BARRIER_REMOVE] = &zk_barrier_remove_driver,
-	[ZK_KIND_BARRIER_WAIT] = &zk_barrier_wait_driver,
-	[ZK_KIND_DOUBLE_BARRIER] = &zk_double_barrier_driver,
-	[ZK_KIND_REVOKE] = &zk_revoke_driver,
-	[ZK_KIND_COUNT_READ] = &zk_count_read_driver,
-	[ZK_KIND_COUNT_SET] = &zk_count_set_driver,
-	[ZK_KIND_COUNT_CAS] = &zk_count_cas_driver,
-	[ZK_KIND_COUNT_ADD] = &zk_count_add_driver,
+#include "shared/kindlist.h"
 };
+
+#undef PG_ZK_KIND
 
 /* Call a hook (init, reload, run, exit) of every driver that has it. */
 #define DRIVER_HOOKS(hook) \
 	do { \
 		for (int k_ = 0; k_ < ZK_NUM_KINDS; k_++) \
-			if (drivers[k_] && drivers[k_]->hook) \
+			if (drivers[k_]->hook) \
 				drivers[k_]->hook(); \
 	} while (0)
 
@@ -67,6 +57,17 @@ static const ZkDriver *const drivers[ZK_NUM_KINDS] = {
 #define RESUME_BATCH		256
 static dlist_head resuming = DLIST_STATIC_INIT(resuming);
 static void resume_parts(void);
+
+/*
+ * What a driver's parts append to <zklock.root>/<name> for their parent:
+ * a kind's driver its kind's suffix (kindlist.h), a driver of parts of its
+ * own nothing.
+ */
+const char *
+driver_suffix(const ZkDriver *d)
+{
+	return drivers[d->kind] == d ? zk_kind_suffix(d->kind) : "";
+}
 
 /*
  * A hash table of the engine (in engine_context) whose keys are hashed and
@@ -184,8 +185,8 @@ take_request(int id)
 
 		/* the last ask given with the entry (zk_give_up_asking) */
 		if ((ask == ZK_ASK_REOPEN || ask == ZK_ASK_COMMITTED) &&
-			ask_state == ZK_ASK_PENDING && p && p->driver->ask)
-			p->driver->ask(p, id, ask);
+			ask_state == ZK_ASK_PENDING && p && p->driver->steps.ask)
+			p->driver->steps.ask(p, id, ask);
 
 		/*
 		 * The entry is freed once its part no longer keeps a node for it
@@ -213,8 +214,8 @@ take_request(int id)
 		return;
 	}
 
-	if (ask_state == ZK_ASK_PENDING && op->part && op->part->driver->ask)
-		op->part->driver->ask(op->part, id, ask);
+	if (ask_state == ZK_ASK_PENDING && op->part && op->part->driver->steps.ask)
+		op->part->driver->steps.ask(op->part, id, ask);
 	else if (ask_state == ZK_ASK_PENDING)
 		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_T_R_SERIALIZATION_FAILURE,
 						   "Its ZooKeeper session ended.");
@@ -673,11 +674,6 @@ zk_engine_init(void)
 	watches_init();
 	parents_init();
 	parts_init();
-
-	/* a kind's driver puts its nodes where zk_locks shows them */
-	for (int k = 0; k < ZK_NUM_KINDS; k++)
-		Assert(drivers[k] == NULL ||
-			   strcmp(drivers[k]->suffix, zk_kind_suffix(k)) == 0);
 
 	reconciler = new_part(&instance_driver, "");
 	DRIVER_HOOKS(init);

@@ -244,7 +244,8 @@ struct ZkPart
 	ZkPartWatch watch_state;	/* watch_path's watch, or none */
 
 	/* for the driver */
-	int			step;			/* where a driver's protocol is */
+	int			step;			/* where a driver's protocol is: its own enum
+								 * (ClaimStep, DBarrierStep), or a count */
 	int			count;			/* a driver's counter */
 	int32		arg;
 	int			group;			/* leader latch: index in zk_shared->groups */
@@ -264,28 +265,20 @@ struct ZkPart
 #define ZK_WATCH_CHILDREN	(-2)
 
 /*
- * A recipe driver.  Sequential-node recipes (the lock family, leases, the
- * leader latch) set form and decide and leave the protocol to the engine:
- * create a protected ephemeral-sequential node, list the parent, order the
- * participants and ask decide(); watch what it names; look again when that
- * changes.  Other recipes set step and drive their part themselves with
- * the engine's calls.
+ * What the sequential-node protocol (sequential.c, handoff.c) asks of the
+ * driver of a sequential-node recipe (the lock family, leases, the leader
+ * latch): the engine creates a protected ephemeral-sequential node, lists
+ * the parent, orders the participants and asks decide(); watches what it
+ * names; looks again when that changes.
  */
-struct ZkDriver
+typedef struct ZkSequentialOps
 {
-	ZkKind		kind;
-	const char *suffix;			/* our node's parent: <root>/<name><suffix>;
-								 * a kind's driver: zk_kind_suffix(kind) */
-	ZkForm		form;			/* form of our node; NONE: step() drives */
-	bool		cohort;			/* entries of the instance share one part */
 	bool		shared;			/* several holders of one part at once */
 	bool		watch_children; /* decide() may say ZK_WATCH_CHILDREN */
 	bool		revocable;		/* holders watch their node (a data watch
 								 * beside the part's watch): for
 								 * __REVOKE__, and fired() hears when it
 								 * changes or goes */
-
-	/* sequential recipes */
 	bool		(*counts) (ZkForm form);	/* which nodes take part */
 	int			(*decide) (ZkPart *p, ZkNodeRef *nodes, int n, int self);
 	bool		(*blocks) (ZkForm ours, ZkForm theirs);	/* theirs waits for ours */
@@ -293,22 +286,16 @@ struct ZkDriver
 	/* if set: the listing of the parent after our create tells whether
 	 * begin's check is needed at all (false: then begin runs) */
 	bool		(*precheck) (ZkPart *p, const ZkResult *r);
+} ZkSequentialOps;
 
-	/* any recipe: results of the driver's own calls (tag > 0); for step
-	 * recipes also (re)starts (r NULL) */
-	void		(*step) (ZkPart *p, const ZkResult *r);
+/*
+ * What the driver of a step recipe (form ZK_FORM_NONE: it drives its part
+ * itself with the engine's calls, through step()) does besides.
+ */
+typedef struct ZkStepOps
+{
+	/* a backend asks for more on an entry it holds (ZkAsk) */
 	void		(*ask) (ZkPart *p, int id, ZkAsk ask);
-
-	/*
-	 * Instance parts (group >= 0): the part lost its node and whatever it
-	 * held (its session ended, or its node was deleted by someone else)
-	 * and starts over; or, with failed set, it failed and is dropped: the
-	 * driver must forget it.
-	 */
-	void		(*reset) (ZkPart *p, const char *why, bool failed);
-
-	/* A watch the part relied on fired; it looks again next. */
-	void		(*fired) (ZkPart *p);
 
 	/*
 	 * The part is being dropped (its entries gone), our node is gone, and
@@ -330,6 +317,36 @@ struct ZkDriver
 	 * turn; it must turn false by itself (done, or given up).
 	 */
 	bool		(*busy) (ZkPart *p);
+} ZkStepOps;
+
+/*
+ * A recipe driver: what every driver has, then the operations of its
+ * protocol (seq for sequential-node recipes, steps for step recipes).
+ * A kind's driver is named in kindlist.h, which also says where its nodes
+ * are (the suffix); a driver of parts of its own (the reconciler, a
+ * leader group's observer, the job claims' index) has them under
+ * <zklock.root>/<name>.
+ */
+struct ZkDriver
+{
+	ZkKind		kind;
+	ZkForm		form;			/* form of our node; NONE: step() drives */
+	bool		cohort;			/* entries of the instance share one part */
+
+	/* any recipe: results of the driver's own calls (tag > 0); for step
+	 * recipes also (re)starts (r NULL) */
+	void		(*step) (ZkPart *p, const ZkResult *r);
+
+	/*
+	 * Instance parts (group >= 0): the part lost its node and whatever it
+	 * held (its session ended, or its node was deleted by someone else)
+	 * and starts over; or, with failed set, it failed and is dropped: the
+	 * driver must forget it.
+	 */
+	void		(*reset) (ZkPart *p, const char *why, bool failed);
+
+	/* A watch the part relied on fired; it looks again next. */
+	void		(*fired) (ZkPart *p);
 
 	/* The part is freed: the driver forgets whatever refers to it. */
 	void		(*freed) (ZkPart *p);
@@ -343,32 +360,22 @@ struct ZkDriver
 	void		(*reload) (void);
 	void		(*run) (void);
 	void		(*exit) (void);
+
+	ZkSequentialOps seq;		/* form != ZK_FORM_NONE */
+	ZkStepOps	steps;			/* form == ZK_FORM_NONE */
 };
 
-/* the drivers (src/worker/recipes/) */
-extern const ZkDriver zk_lock_driver;
-extern const ZkDriver zk_read_driver;
-extern const ZkDriver zk_write_driver;
-extern const ZkDriver zk_semaphore_driver;
-extern const ZkDriver zk_semaphore_entry_driver;
-extern const ZkDriver zk_latch_driver;
-extern const ZkDriver zk_list_driver;
-extern const ZkDriver zk_claim_driver;
-extern const ZkDriver zk_barrier_set_driver;
-extern const ZkDriver zk_barrier_remove_driver;
-extern const ZkDriver zk_barrier_wait_driver;
-extern const ZkDriver zk_double_barrier_driver;
-extern const ZkDriver zk_revoke_driver;
-extern const ZkDriver zk_count_read_driver;
-extern const ZkDriver zk_count_set_driver;
-extern const ZkDriver zk_count_cas_driver;
-extern const ZkDriver zk_count_add_driver;
+/* the drivers of the kinds (src/worker/recipes/) */
+#define PG_ZK_KIND(symbol, name, label, suffix, wait, driver, failed) \
+	extern const ZkDriver driver;
+#include "shared/kindlist.h"
+#undef PG_ZK_KIND
 
 /* the lock family's order (worker/recipes/lock.c), for revocation and listings */
 extern bool zk_lock_family_counts(ZkForm form);
 extern bool zk_lock_family_holds(const ZkNodeRef *nodes, int n, int i);
 
-/* job claims (worker/recipes/claim.c): listings, retention, reopening */
+/* job claims (worker/recipes/claim.c, claim_settle.c): listings, retention */
 #define ZK_GROUP_CLAIMS		ZK_MAX_GROUPS	/* group of the claims' own part */
 extern void zk_claim_list_step(ZkPart *p, const ZkResult *r);
 

@@ -187,6 +187,7 @@ extern TimestampTz answered_list_sent_at;
 
 extern HTAB *engine_hash(const char *name, Size keysize, Size entrysize,
 						 HashValueFunc hash, HashCompareFunc match);
+extern const char *driver_suffix(const ZkDriver *d);
 
 /* part.c: parts, their entries and outcomes, their life, advancing them */
 extern void parts_init(void);

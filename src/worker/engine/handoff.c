@@ -120,8 +120,8 @@ note_contenders(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 
 	if (p->contended_since != 0)
 		return;
-	for (int i = self + 1; i < n && d->blocks; i++)
-		if (d->blocks(d->form, nodes[i].parsed.form))
+	for (int i = self + 1; i < n && d->seq.blocks; i++)
+		if (d->seq.blocks(d->form, nodes[i].parsed.form))
 		{
 			p->contended_since = p->clear_at != 0 ? p->clear_at :
 				GetCurrentTimestamp();
@@ -193,7 +193,7 @@ cohort_update(ZkPart *p)
 	{
 		ZkOp	   *op = dlist_container(ZkOp, link, dlist_head_node(&p->waiters));
 
-		if (!d->shared && p->nholders > 0)
+		if (!d->seq.shared && p->nholders > 0)
 			break;
 		if ((p->grants > 0 && handoff_exhausted(p, op)) ||
 			p->grants >= MAX_NODE_GRANTS || p->revoke_requested)

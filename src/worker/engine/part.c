@@ -73,7 +73,7 @@ parts_init(void)
 static inline bool
 name_is_copy(const ZkDriver *d)
 {
-	return d->suffix && d->suffix[0];
+	return driver_suffix(d)[0] != '\0';
 }
 
 bool
@@ -141,11 +141,11 @@ last_calls_owed(ZkPart *p)
 {
 	const ZkDriver *d = p->driver;
 
-	if (d->dropped == NULL)
+	if (d->steps.dropped == NULL)
 		return false;
 	if (p->life == PART_LAST_CALLS)
 		return p->inflight > 0;
-	return d->has_last_calls(p);
+	return d->steps.has_last_calls(p);
 }
 
 /*
@@ -162,7 +162,7 @@ node_pending(ZkPart *p)
 {
 	return p->life != PART_DEAD &&
 		((zk_part_dropping(p) && p->phase != NODE_NONE) ||
-		 (p->driver->busy && p->driver->busy(p)) ||
+		 (p->driver->steps.busy && p->driver->steps.busy(p)) ||
 		 (zk_part_dropping(p) && last_calls_owed(p)));
 }
 
@@ -205,7 +205,7 @@ grant(ZkPart *p, ZkOp *op)
 	int			id = op - ops;
 	int64		token = p->czxid << TOKEN_SHIFT;
 
-	if (!p->driver->shared)
+	if (!p->driver->seq.shared)
 		token |= p->grants;
 	if (p->grants > 0)
 		pg_atomic_fetch_add_u64(&zk_shared->n_local_grants, 1);
@@ -232,7 +232,7 @@ zk_part_grant(ZkPart *p)
 		return;
 	}
 	while (!dlist_is_empty(&p->waiters) &&
-		   (p->driver->shared || p->nholders == 0))
+		   (p->driver->seq.shared || p->nholders == 0))
 		grant(p, dlist_container(ZkOp, link, dlist_head_node(&p->waiters)));
 }
 
@@ -447,7 +447,7 @@ new_part(const ZkDriver *d, const char *name)
 
 	p->driver = d;
 	p->cohort = d->cohort && zklock_local_handoff;
-	zk_path(path, sizeof(path), name, d->suffix);
+	zk_path(path, sizeof(path), name, driver_suffix(d));
 	p->group = -1;
 	dlist_init(&p->holders);
 	dlist_init(&p->waiters);
@@ -808,7 +808,7 @@ advance(ZkPart *p)
 		switch (p->phase)
 		{
 			case NODE_NONE:
-				if (d->busy && d->busy(p))
+				if (d->steps.busy && d->steps.busy(p))
 				{
 					wait_busy(p);	/* settle_busy() looks again */
 					return;
@@ -818,7 +818,7 @@ advance(ZkPart *p)
 					if (!zk_connected())
 						return; /* made once connected (zk_engine_connected) */
 					p->life = PART_LAST_CALLS;
-					d->dropped(p);
+					d->steps.dropped(p);
 					if (p->inflight > 0)
 						return;	/* freed once they are answered */
 				}
@@ -875,7 +875,7 @@ advance(ZkPart *p)
 		case NODE_EXISTS:
 			own_watch(p);		/* a holder's, if it has none */
 			if (p->stage < SEQ_UNDECIDED)
-				d->begin(p);	/* the driver's check, again */
+				d->seq.begin(p);	/* the driver's check, again */
 			if (p->stage >= SEQ_UNDECIDED && p->need_eval)
 				seq_list(p);	/* (a check may need no call) */
 			break;
@@ -899,7 +899,7 @@ settle_busy(void)
 	{
 		ZkPart	   *p = dlist_container(ZkPart, busy_link, it.cur);
 
-		if (!p->driver->busy(p))
+		if (!p->driver->steps.busy(p))
 		{
 			dlist_delete_thoroughly(&p->busy_link);
 			advance(p);

@@ -29,29 +29,12 @@
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "utils/guc.h"
+#include "utils/json.h"
 #include "utils/timestamp.h"
 
 #include "worker/engine/engine_internal.h"
 
 /* ---- node data: who created a node ---- */
-
-static void
-json_string(StringInfo s, const char *v)
-{
-	appendStringInfoChar(s, '"');
-	for (; *v; v++)
-	{
-		unsigned char c = *v;
-
-		if (c == '"' || c == '\\')
-			appendStringInfo(s, "\\%c", c);
-		else if (c < 0x20)
-			appendStringInfo(s, "\\u%04x", c);
-		else
-			appendStringInfoChar(s, c);
-	}
-	appendStringInfoChar(s, '"');
-}
 
 /*
  * The data of a node we create: a small JSON object naming the instance
@@ -76,15 +59,15 @@ zk_node_data(ZkPart *p)
 	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
 	initStringInfo(&s);
 	appendStringInfoString(&s, "{\"instance\":");
-	json_string(&s, cluster_name && cluster_name[0] ? cluster_name : sysid);
+	escape_json(&s, cluster_name && cluster_name[0] ? cluster_name : sysid);
 	appendStringInfoString(&s, ",\"system\":");
-	json_string(&s, sysid);
+	escape_json(&s, sysid);
 	appendStringInfo(&s, ",\"host\":");
-	json_string(&s, psprintf("%s:%d", host, PostPortNumber));
+	escape_json(&s, psprintf("%s:%d", host, PostPortNumber));
 	if (id >= 0)
 	{
 		appendStringInfo(&s, ",\"pid\":%d,\"app\":", ZK_ENTRY(id)->owner_pid);
-		json_string(&s, ZK_ENTRY(id)->app);
+		escape_json(&s, ZK_ENTRY(id)->app);
 	}
 	else
 		appendStringInfo(&s, ",\"pid\":%d,\"app\":\"zklock worker\"", MyProcPid);
@@ -177,7 +160,7 @@ zk_call_create(ZkPart *p, int tag, const char *path, const char *data,
 	 * again later: its creates are not coalesced.
 	 */
 	c->batch = (tag == T_CREATE && !parents_too &&
-				(p->driver->begin == NULL || p->driver->precheck != NULL));
+				(p->driver->seq.begin == NULL || p->driver->seq.precheck != NULL));
 	queue_call(c);
 }
 

@@ -66,10 +66,10 @@ seq_create(ZkPart *p)
 	zk_call_create(p, T_CREATE, path, data,
 				   ZOO_EPHEMERAL_SEQUENTIAL, e == NULL || !e->known);
 	/* the driver's check follows every create of our node */
-	p->stage = (d->begin == NULL) ? SEQ_UNDECIDED : SEQ_CHECKING;
-	if (d->begin && d->precheck == NULL)
-		d->begin(p);
-	zk_call_list(p, T_LIST, p->parent, d->watch_children);
+	p->stage = (d->seq.begin == NULL) ? SEQ_UNDECIDED : SEQ_CHECKING;
+	if (d->seq.begin && d->seq.precheck == NULL)
+		d->seq.begin(p);
+	zk_call_list(p, T_LIST, p->parent, d->seq.watch_children);
 	pfree(data);
 }
 
@@ -83,7 +83,7 @@ void
 seq_list(ZkPart *p)
 {
 	bool		with_watch = !zk_part_holds(p) ?
-		(p->driver->watch_children || p->cohort) :
+		(p->driver->seq.watch_children || p->cohort) :
 		(p->cohort && !p->closed &&
 		 (!dlist_is_empty(&p->waiters) || p->retain_until != 0));
 
@@ -122,7 +122,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 {
 	const ZkDriver *d = p->driver;
 	ZkNodeRef  *nodes;
-	int			n = zk_list_participants(r, d->counts, &nodes);
+	int			n = zk_list_participants(r, d->seq.counts, &nodes);
 	int			self = -1;
 	int			w;
 
@@ -153,7 +153,7 @@ seq_evaluate(ZkPart *p, const ZkResult *r)
 		return;
 	}
 
-	w = d->decide(p, nodes, n, self);
+	w = d->seq.decide(p, nodes, n, self);
 	p->stage = (w == ZK_HOLDS) ? SEQ_HOLDING : SEQ_WAITING;
 	if (w == ZK_HOLDS)
 	{
@@ -301,14 +301,14 @@ seq_result(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZOK && p->phase == NODE_EXISTS && p->need_eval)
 			{
 				p->need_eval = false;
-				if (p->stage < SEQ_UNDECIDED && p->driver->precheck &&
+				if (p->stage < SEQ_UNDECIDED && p->driver->seq.precheck &&
 					p->inflight == 0)
 				{
 					/* no begin() in flight: does this listing settle it? */
-					if (p->driver->precheck(p, r))
+					if (p->driver->seq.precheck(p, r))
 						zk_part_checked(p);
 					else
-						p->driver->begin(p);
+						p->driver->seq.begin(p);
 				}
 				if (p->stage >= SEQ_UNDECIDED)
 					seq_evaluate(p, r);

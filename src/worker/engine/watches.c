@@ -679,7 +679,7 @@ own_watch(ZkPart *p)
 	char		path[ZK_PATH_MAX];
 	ZkCall	   *c;
 
-	if (own_relied(p) || !p->driver->revocable || !zk_part_holds(p) ||
+	if (own_relied(p) || !p->driver->seq.revocable || !zk_part_holds(p) ||
 		zk_part_dropping(p) || p->phase != NODE_EXISTS || !zk_connected())
 		return;
 	if (!own_watch_wanted(p))

@@ -311,21 +311,18 @@ wait_step(ZkPart *p, const ZkResult *r)
 
 const ZkDriver zk_barrier_set_driver = {
 	.kind = ZK_KIND_BARRIER_SET,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = set_step,
 };
 
 const ZkDriver zk_barrier_remove_driver = {
 	.kind = ZK_KIND_BARRIER_REMOVE,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = remove_step,
 };
 
 const ZkDriver zk_barrier_wait_driver = {
 	.kind = ZK_KIND_BARRIER_WAIT,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = wait_step,
 };

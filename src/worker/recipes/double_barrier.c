@@ -84,17 +84,20 @@
 #define T_SYNC_FIRST	14		/* sync: its answer needs nothing */
 
 /* where a member is (ZkPart.step) */
-#define DB_START		0		/* create our node */
-#define DB_CREATING		1		/* exists("ready") and create sent */
-#define DB_CHECK		2		/* create's reply lost: is our node there? */
-#define DB_COUNTING		3		/* counting the members */
-#define DB_WAITING		4		/* waiting for "ready" */
-#define DB_IN			5		/* entered: granted */
-#define DB_LEAVING		6		/* leaving */
-#define DB_LEFT			7		/* all have left, or the leave gives up:
+typedef enum DBarrierStep
+{
+	DB_START = 0,				/* create our node */
+	DB_CREATING,				/* exists("ready") and create sent */
+	DB_CHECK,					/* create's reply lost: is our node there? */
+	DB_COUNTING,				/* counting the members */
+	DB_WAITING,					/* waiting for "ready" */
+	DB_IN,						/* entered: granted */
+	DB_LEAVING,					/* leaving */
+	DB_LEFT,					/* all have left, or the leave gives up:
 								 * deleting "ready" */
-#define DB_OVER			8		/* answered */
-#define DB_GONE			9		/* dropped: the last calls */
+	DB_OVER,					/* answered */
+	DB_GONE						/* dropped: the last calls */
+} DBarrierStep;
 
 #define READY_NODE		"ready"
 #define UUID_LEN		36
@@ -774,10 +777,11 @@ dbarrier_dropped(ZkPart *p)
 
 const ZkDriver zk_double_barrier_driver = {
 	.kind = ZK_KIND_DOUBLE_BARRIER,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = dbarrier_step,
-	.ask = dbarrier_ask,
-	.dropped = dbarrier_dropped,
-	.has_last_calls = dbarrier_has_last_calls,
+	.steps = {
+		.ask = dbarrier_ask,
+		.dropped = dbarrier_dropped,
+		.has_last_calls = dbarrier_has_last_calls,
+	},
 };

@@ -273,7 +273,6 @@ list_step(ZkPart *p, const ZkResult *r)
 
 const ZkDriver zk_list_driver = {
 	.kind = ZK_KIND_LIST,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = list_step,
 };

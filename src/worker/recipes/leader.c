@@ -247,17 +247,18 @@ static void leader_exit(void);
 
 const ZkDriver zk_latch_driver = {
 	.kind = ZK_KIND_LATCH,
-	.suffix = "",
 	.form = ZK_FORM_LATCH,
-	.counts = latch_counts,
-	.decide = latch_decide,
-	.revocable = true,			/* a data watch on our node while leading */
 	.reset = latch_reset,
 	.fired = latch_fired,
 	.init = leader_init,
 	.reload = leader_reload,
 	.run = leader_run,
 	.exit = leader_exit,
+	.seq = {
+		.counts = latch_counts,
+		.decide = latch_decide,
+		.revocable = true,	/* a data watch on our node while leading */
+	},
 };
 
 /* ---- finding the leader: the observer part, and listings ---- */
@@ -404,7 +405,6 @@ observer_reset(ZkPart *p, const char *why, bool failed)
 
 static const ZkDriver observer_driver = {
 	.kind = ZK_KIND_LATCH,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = observer_step,
 	.reset = observer_reset,

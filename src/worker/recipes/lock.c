@@ -209,17 +209,18 @@ entry_step(ZkPart *p, const ZkResult *r)
 #define LOCK_FAMILY_DRIVER(k, f, sh, dec) \
 { \
 	.kind = (k), \
-	.suffix = "", \
 	.form = (f), \
 	.cohort = !(sh), \
-	.shared = (sh), \
-	.counts = lock_counts, \
-	.decide = (dec), \
-	.revocable = true, \
-	.blocks = lock_blocks, \
-	.begin = lock_begin, \
-	.precheck = lock_precheck, \
 	.step = lock_step, \
+	.seq = { \
+		.shared = (sh), \
+		.counts = lock_counts, \
+		.decide = (dec), \
+		.revocable = true, \
+		.blocks = lock_blocks, \
+		.begin = lock_begin, \
+		.precheck = lock_precheck, \
+	}, \
 }
 
 const ZkDriver zk_lock_driver =
@@ -231,12 +232,13 @@ LOCK_FAMILY_DRIVER(ZK_KIND_READ, ZK_FORM_READ, true, shared_decide);
 
 const ZkDriver zk_semaphore_entry_driver = {
 	.kind = ZK_KIND_SEMAPHORE_ENTRY,
-	.suffix = ZK_SUFFIX_LOCKS,
 	.form = ZK_FORM_LOCK,
 	.cohort = true,
-	.counts = entry_counts,
-	.decide = exclusive_decide,
-	.blocks = lock_blocks,
-	.begin = entry_begin,
 	.step = entry_step,
+	.seq = {
+		.counts = entry_counts,
+		.decide = exclusive_decide,
+		.blocks = lock_blocks,
+		.begin = entry_begin,
+	},
 };

@@ -186,7 +186,6 @@ revoke_step(ZkPart *p, const ZkResult *r)
 
 const ZkDriver zk_revoke_driver = {
 	.kind = ZK_KIND_REVOKE,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = revoke_step,
 };

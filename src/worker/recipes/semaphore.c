@@ -118,12 +118,13 @@ lease_step(ZkPart *p, const ZkResult *r)
 
 const ZkDriver zk_semaphore_driver = {
 	.kind = ZK_KIND_SEMAPHORE,
-	.suffix = ZK_SUFFIX_LEASES,
 	.form = ZK_FORM_LEASE,
-	.watch_children = true,
-	.counts = lease_counts,
-	.decide = lease_decide,
-	.begin = lease_begin,
-	.precheck = lease_precheck,
 	.step = lease_step,
+	.seq = {
+		.watch_children = true,
+		.counts = lease_counts,
+		.decide = lease_decide,
+		.begin = lease_begin,
+		.precheck = lease_precheck,
+	},
 };

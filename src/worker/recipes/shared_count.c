@@ -68,10 +68,13 @@
 #define T_CHECK			5		/* read after a write's reply was lost */
 #define T_SYNC_FIRST	6		/* sync: its answer needs nothing */
 
-/* where a part is (ZkPart.step) */
-#define S_IDLE			0		/* no write in flight */
-#define S_SET_SENT		1		/* a setData went out at state->version */
-#define S_CREATE_SENT	2		/* set's create went out */
+/* where a part is (CountState.step) */
+typedef enum CountStep
+{
+	S_IDLE = 0,					/* no write in flight */
+	S_SET_SENT,					/* a setData went out at state->version */
+	S_CREATE_SENT				/* set's create went out */
+} CountStep;
 
 /* Give up when the count keeps changing under us. */
 #define MAX_TRIES		64
@@ -81,6 +84,7 @@
 /* What a part remembers across a lost connection (in ZkPart.extra). */
 typedef struct CountState
 {
+	CountStep	step;			/* a write in flight */
 	int32		version;		/* the version our setData is made at */
 	int32		value;			/* the value it writes */
 } CountState;
@@ -159,8 +163,7 @@ call_failed(ZkPart *p, const ZkResult *r, const char *what)
 {
 	if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
 		return;
-	if (p->step != S_IDLE)
-		p->step = S_IDLE;		/* refused: nothing to look for */
+	count_state(p)->step = S_IDLE;	/* refused: nothing to look for */
 	zk_part_fail(p, zk_refusal_errcode(r->rc), "ZooKeeper refused to %s: %s.",
 				 what, zerror(r->rc));
 }
@@ -185,7 +188,7 @@ send_set(ZkPart *p, int32 value, int32 version)
 
 	s->value = value;
 	s->version = version;
-	p->step = S_SET_SENT;
+	count_state(p)->step = S_SET_SENT;
 	encode(value, buf);
 	zk_call_set_bytes(p, T_SET, p->parent, buf, COUNT_BYTES, version);
 }
@@ -198,7 +201,7 @@ send_create(ZkPart *p, int tag, int32 value)
 
 	s->value = value;
 	if (tag == T_CREATE)
-		p->step = S_CREATE_SENT;
+		count_state(p)->step = S_CREATE_SENT;
 	encode(value, buf);
 	zk_call_create_bytes(p, tag, p->parent, buf, COUNT_BYTES,
 						 ZOO_PERSISTENT, true);
@@ -211,7 +214,7 @@ send_create(ZkPart *p, int tag, int32 value)
 static void
 read_count(ZkPart *p)
 {
-	if (p->step != S_IDLE)
+	if (count_state(p)->step != S_IDLE)
 	{
 		zk_call_sync(p, T_SYNC_FIRST, p->parent);
 		zk_call_get(p, T_CHECK, p->parent, false);
@@ -291,14 +294,14 @@ check_lost_write(ZkPart *p, const ZkResult *r)
 {
 	CountState *s = count_state(p);
 	int32		value;
-	bool		set_sent = (p->step == S_SET_SENT);
+	bool		set_sent = (count_state(p)->step == S_SET_SENT);
 
 	if (r->rc != ZOK && r->rc != ZNONODE)
 	{
 		call_failed(p, r, "read the shared count");
 		return;
 	}
-	p->step = S_IDLE;
+	count_state(p)->step = S_IDLE;
 	if (r->rc == ZNONODE)
 	{
 		zk_part_fail(p, ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN,
@@ -371,12 +374,12 @@ count_step(ZkPart *p, const ZkResult *r)
 		case T_CREATE:
 			if (r->rc == ZOK)
 			{
-				p->step = S_IDLE;
+				count_state(p)->step = S_IDLE;
 				zk_part_done(p, count_result(count_state(p)->value, 0));
 			}
 			else if (r->rc == ZNODEEXISTS || r->rc == ZNONODE)
 			{
-				p->step = S_IDLE;
+				count_state(p)->step = S_IDLE;
 				if (r->rc == ZNONODE)
 					zk_parents_gone(p->parent);
 				if (!too_many_tries(p))
@@ -388,7 +391,7 @@ count_step(ZkPart *p, const ZkResult *r)
 		case T_SET:
 			if (r->rc == ZOK)
 			{
-				p->step = S_IDLE;
+				count_state(p)->step = S_IDLE;
 				if (p->driver->kind == ZK_KIND_COUNT_CAS)
 					zk_part_done(p, 1);
 				else
@@ -398,7 +401,7 @@ count_step(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZBADVERSION || r->rc == ZNONODE)
 			{
 				/* someone wrote (or deleted it) first */
-				p->step = S_IDLE;
+				count_state(p)->step = S_IDLE;
 				if (p->driver->kind == ZK_KIND_COUNT_CAS)
 					zk_part_done(p, 0);
 				else if (!too_many_tries(p))
@@ -412,28 +415,24 @@ count_step(ZkPart *p, const ZkResult *r)
 
 const ZkDriver zk_count_read_driver = {
 	.kind = ZK_KIND_COUNT_READ,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = count_step,
 };
 
 const ZkDriver zk_count_set_driver = {
 	.kind = ZK_KIND_COUNT_SET,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = count_step,
 };
 
 const ZkDriver zk_count_cas_driver = {
 	.kind = ZK_KIND_COUNT_CAS,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = count_step,
 };
 
 const ZkDriver zk_count_add_driver = {
 	.kind = ZK_KIND_COUNT_ADD,
-	.suffix = "",
 	.form = ZK_FORM_NONE,
 	.step = count_step,
 };
