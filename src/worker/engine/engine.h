@@ -90,7 +90,7 @@ typedef enum ZkNodePhase
 	NODE_DELETING				/* delete sent */
 } ZkNodePhase;
 
-/* Where a part is in its life (README: "A part's life"). */
+/* Where a part is in its life (README: "A part's states"). */
 typedef enum ZkPartLife
 {
 	PART_ACTIVE = 0,			/* serves its entries, or the instance */
@@ -103,7 +103,7 @@ typedef enum ZkPartLife
 
 /*
  * Where a sequential part is in the protocol of sequential.c (README:
- * "Sequential stages").  Each stage implies the ones before it were
+ * "A part's states").  Each stage implies the ones before it were
  * passed: a part that holds was checked and has decided.
  */
 typedef enum ZkSeqStage
