@@ -137,7 +137,7 @@ new_request(int id)
 	p->arg = e->arg;
 	p->targ = e->targ;
 	if (e->count[0] != '\0')
-		p->extra = MemoryContextStrdup(engine_context, e->count);
+		p->sarg = MemoryContextStrdup(engine_context, e->count);
 	p->need_eval = true;
 	attach(p, id);
 	advance(p);

@@ -137,6 +137,37 @@ typedef enum ZkOwnWatch
 	OWN_SET						/* the client holds it */
 } ZkOwnWatch;
 
+/* the leader's look for a group's leader (leader.c) */
+typedef struct ZkLeaderFind
+{
+	bool		watched;		/* the last listing set a watch */
+	int32		n;				/* participants the listing found */
+} ZkLeaderFind;
+
+/*
+ * A driver's own state of a part (README: "A driver's state").  A driver
+ * whose ZkDriver.state_size is not zero has its struct at ds's pointer
+ * for that driver: the engine allocates it zeroed with the part and frees
+ * it with the part (after the driver's freed(), which frees what the
+ * struct points to).  A driver whose state fits in a pointer's room has
+ * state_size 0 and keeps it in ds itself: the lock recipes and the leader
+ * latch pay no allocation.
+ */
+typedef union ZkDriverState
+{
+	void	   *any;			/* the struct the engine allocated */
+	struct BarrierState *barrier;	/* barrier.c */
+	struct ClaimState *claim;	/* claim.c */
+	struct DbState *dbarrier;	/* double_barrier.c */
+	struct ZkListState *list;	/* listings: inspect.c, leader.c, claim.c */
+	struct RevokeState *revoke; /* revoke.c */
+	struct CountState *count;	/* shared_count.c */
+	int			checked;		/* lock.c: the kinds check's listings that
+								 * passed */
+	int32		leases;			/* semaphore.c: the shared count's value */
+	ZkLeaderFind observer;		/* leader.c: a group's observer */
+} ZkDriverState;
+
 typedef struct ZkPart ZkPart;
 typedef struct ZkDriver ZkDriver;
 
@@ -243,15 +274,15 @@ struct ZkPart
 	dlist_node	side_link;
 	ZkPartWatch watch_state;	/* watch_path's watch, or none */
 
-	/* for the driver */
-	int			step;			/* where a driver's protocol is: its own enum
-								 * (ClaimStep, DBarrierStep), or a count */
-	int			count;			/* a driver's counter */
-	int32		arg;
-	int			group;			/* leader latch: index in zk_shared->groups */
-	TimestampTz targ;
-	StringInfo	rows;			/* a listing being built */
-	char	   *extra;			/* for the driver; pfree'd with the part */
+	int			group;			/* an instance part's leader group (index in
+								 * zk_shared->groups), or -1 */
+
+	/* the request's arguments (engine.c copies them from its entry) */
+	int32		arg;			/* max_leases, members, what to list, ... */
+	TimestampTz targ;			/* a job claim's slot, a count's seed */
+	char	   *sarg;			/* a lease's shared count, or NULL */
+
+	ZkDriverState ds;			/* the driver's own state (above) */
 };
 
 /*
@@ -332,6 +363,7 @@ struct ZkDriver
 	ZkKind		kind;
 	ZkForm		form;			/* form of our node; NONE: step() drives */
 	bool		cohort;			/* entries of the instance share one part */
+	Size		state_size;		/* of the struct at ZkPart.ds, or 0 */
 
 	/* any recipe: results of the driver's own calls (tag > 0); for step
 	 * recipes also (re)starts (r NULL) */
@@ -383,6 +415,21 @@ extern void zk_claim_list_step(ZkPart *p, const ZkResult *r);
 extern bool zk_count_decode(ZkPart *p, const ZkResult *r, int32 seed,
 							int32 *value);
 
+/*
+ * A listing's state (the list driver's, inspect.c, which hands the leader's
+ * and the claims' listings to leader.c and claim.c).
+ */
+typedef struct ZkListState
+{
+	int			awaited;		/* answers awaited; -1: one was lost (it
+								 * starts over once connected) */
+	StringInfoData rows;		/* the rows being built (data NULL: none) */
+	ZkLeaderFind find;			/* ZK_LIST_LEADER */
+	struct PartNodes *nodes;	/* ZK_LIST_LOCK, ZK_LIST_SEMAPHORE */
+} ZkListState;
+
+extern StringInfo zk_list_rows(ZkPart *p);
+
 /* the leader latch's finding of a group's leader, for listings */
 extern void zk_leader_list_step(ZkPart *p, const ZkResult *r);
 
@@ -413,7 +460,7 @@ extern void zk_call_multi(ZkPart *p, int tag, const char *path,
 extern int	zk_part_entry(ZkPart *p);
 extern void zk_part_grant(ZkPart *p);
 extern void zk_part_done(ZkPart *p, int64 result);
-extern void zk_part_rows(ZkPart *p);
+extern void zk_part_rows(ZkPart *p, StringInfo rows);
 extern void zk_part_fail(ZkPart *p, int sqlerrcode, const char *fmt,...)
 			pg_attribute_printf(3, 4);
 extern void zk_part_would_block(ZkPart *p);

@@ -252,14 +252,14 @@ zk_part_done(ZkPart *p, int64 result)
 
 /* Finish a listing part: its rows go to its entry. */
 void
-zk_part_rows(ZkPart *p)
+zk_part_rows(ZkPart *p, StringInfo rows)
 {
 	int			id;
 
 	while ((id = zk_part_entry(p)) >= 0)
 	{
 		detach(id);
-		zk_set_rows(id, p->rows);
+		zk_set_rows(id, rows);
 	}
 	zk_part_drop(p);
 }
@@ -449,6 +449,8 @@ new_part(const ZkDriver *d, const char *name)
 	p->cohort = d->cohort && zklock_local_handoff;
 	zk_path(path, sizeof(path), name, driver_suffix(d));
 	p->group = -1;
+	if (d->state_size > 0)
+		p->ds.any = MemoryContextAllocZero(engine_context, d->state_size);
 	dlist_init(&p->holders);
 	dlist_init(&p->waiters);
 	dlist_init(&p->leaving);
@@ -651,13 +653,10 @@ free_part(ZkPart *p)
 	parts_at_remove(p);
 	dlist_delete(&p->link);
 	nparts--;
-	if (p->rows)
-	{
-		pfree(p->rows->data);
-		pfree(p->rows);
-	}
-	if (p->extra)
-		pfree(p->extra);
+	if (p->driver->state_size > 0)
+		pfree(p->ds.any);
+	if (p->sarg)
+		pfree(p->sarg);
 	pfree(p);
 }
 

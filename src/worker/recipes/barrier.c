@@ -60,6 +60,14 @@
 /* Give up when the node keeps appearing and disappearing under us. */
 #define MAX_TRIES		10
 
+/* the driver's state of a part (ZkPart.ds.barrier) */
+typedef struct BarrierState
+{
+	int			tries;			/* rounds so far */
+	char	   *data;			/* setBarrier: the data of our create, while
+								 * its outcome may be unknown, or NULL */
+} BarrierState;
+
 /*
  * Is the existing node at the barrier's path something other than a
  * barrier?  Then fail the part and say so.  A barrier node never has
@@ -99,16 +107,25 @@ call_failed(ZkPart *p, const ZkResult *r, const char *what)
 static bool
 too_many_tries(ZkPart *p)
 {
-	if (++p->count <= MAX_TRIES)
+	if (++p->ds.barrier->tries <= MAX_TRIES)
 		return false;
 	zk_part_fail(p, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
 				 "Its node kept appearing and disappearing.");
 	return true;
 }
 
+/* The data of our create is not needed any more (also: the part goes). */
+static void
+forget_data(ZkPart *p)
+{
+	if (p->ds.barrier->data)
+		pfree(p->ds.barrier->data);
+	p->ds.barrier->data = NULL;
+}
+
 /*
  * Create the barrier node.  Its data is zk_node_data() with a random
- * "request" nonce added, kept in p->extra while the create's outcome may
+ * "request" nonce added, kept in the state while the create's outcome may
  * be unknown.
  */
 static void
@@ -124,21 +141,20 @@ set_create(ZkPart *p)
 	}
 	base = zk_node_data(p);
 	base[strlen(base) - 1] = '\0';	/* its closing brace */
-	if (p->extra)
-		pfree(p->extra);
-	p->extra = MemoryContextStrdup(TopMemoryContext,
+	forget_data(p);
+	p->ds.barrier->data = MemoryContextStrdup(TopMemoryContext,
 								   psprintf("%s,\"request\":\"%s\"}", base, nonce));
 	pfree(base);
-	zk_call_create(p, T_SET_CREATE, p->parent, p->extra, ZOO_PERSISTENT, true);
+	zk_call_create(p, T_SET_CREATE, p->parent, p->ds.barrier->data, ZOO_PERSISTENT, true);
 }
 
 /* Is this the data our create wrote? */
 static bool
 our_data(ZkPart *p, const ZkResult *r)
 {
-	return p->extra != NULL && r->data != NULL &&
-		r->datalen == (int) strlen(p->extra) &&
-		memcmp(r->data, p->extra, r->datalen) == 0;
+	return p->ds.barrier->data != NULL && r->data != NULL &&
+		r->datalen == (int) strlen(p->ds.barrier->data) &&
+		memcmp(r->data, p->ds.barrier->data, r->datalen) == 0;
 }
 
 /* setBarrier: create the node; if it exists, check that it is a barrier. */
@@ -149,7 +165,7 @@ set_step(ZkPart *p, const ZkResult *r)
 		return;
 	if (r == NULL)
 	{
-		if (p->extra == NULL)
+		if (p->ds.barrier->data == NULL)
 			set_create(p);
 		else
 		{
@@ -180,8 +196,7 @@ set_step(ZkPart *p, const ZkResult *r)
 				zk_part_done(p, 1);
 			else if (r->rc == ZNODEEXISTS)
 			{
-				pfree(p->extra);	/* not created: nothing to look for */
-				p->extra = NULL;
+				forget_data(p);	/* not created: nothing to look for */
 				zk_call_exists(p, T_SET_STAT, p->parent);
 			}
 			else if (r->rc == ZNONODE)
@@ -195,8 +210,7 @@ set_step(ZkPart *p, const ZkResult *r)
 			{
 				if (!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
 				{
-					pfree(p->extra);	/* refused: nothing to look for */
-					p->extra = NULL;
+					forget_data(p);	/* refused: nothing to look for */
 				}
 				call_failed(p, r, "create the barrier node");
 			}
@@ -313,16 +327,20 @@ const ZkDriver zk_barrier_set_driver = {
 	.kind = ZK_KIND_BARRIER_SET,
 	.form = ZK_FORM_NONE,
 	.step = set_step,
+	.state_size = sizeof(BarrierState),
+	.freed = forget_data,
 };
 
 const ZkDriver zk_barrier_remove_driver = {
 	.kind = ZK_KIND_BARRIER_REMOVE,
 	.form = ZK_FORM_NONE,
 	.step = remove_step,
+	.state_size = sizeof(BarrierState),
 };
 
 const ZkDriver zk_barrier_wait_driver = {
 	.kind = ZK_KIND_BARRIER_WAIT,
 	.form = ZK_FORM_NONE,
 	.step = wait_step,
+	.state_size = sizeof(BarrierState),
 };

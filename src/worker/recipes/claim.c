@@ -71,6 +71,13 @@ typedef enum ClaimStep
 	CLAIM_MANUAL				/* zk_job_claim_settle */
 } ClaimStep;
 
+/* the driver's state of a claim part (ZkPart.ds.claim) */
+typedef struct ClaimState
+{
+	ClaimStep	step;
+	char	   *data;			/* our node's data (pending), or NULL */
+} ClaimState;
+
 /* ---- a claim node's path and data ---- */
 
 void
@@ -146,14 +153,23 @@ claim_data_committing(const char *data)
 		strcmp(state, "committing") == 0;
 }
 
+/* Our node's data is not needed any more. */
+static void
+forget_data(ZkPart *p)
+{
+	if (p->ds.claim->data)
+		pfree(p->ds.claim->data);
+	p->ds.claim->data = NULL;
+}
+
 /* Our part's claim data with another state: the pending data's tail. */
 char *
 claim_data(ZkPart *p, const char *state)
 {
 	const char *tail = "\"pending\"}";
-	size_t		len = strlen(p->extra) - strlen(tail);
+	size_t		len = strlen(p->ds.claim->data) - strlen(tail);
 
-	return psprintf("%.*s%s}", (int) len, p->extra, state);
+	return psprintf("%.*s%s}", (int) len, p->ds.claim->data, state);
 }
 
 /* Committing data made committed (the state is its last field). */
@@ -187,7 +203,7 @@ manual_step(ZkPart *p, const ZkResult *r)
 	{
 		strlcpy(p->node, zk_slot_name(p->targ), sizeof(p->node));
 		claim_path(p, path, sizeof(path));
-		p->step = CLAIM_MANUAL;
+		p->ds.claim->step = CLAIM_MANUAL;
 		zk_call_sync(p, T_CLAIM_SYNC, p->parent);
 		zk_call_get(p, T_MANUAL_GET, path, false);
 		return;
@@ -272,9 +288,9 @@ claim_create(ZkPart *p)
 	char		path[ZK_PATH_MAX];
 
 	claim_path(p, path, sizeof(path));
-	p->step = CLAIM_CREATING;
+	p->ds.claim->step = CLAIM_CREATING;
 	zk_part_set_phase(p, NODE_CREATING);
-	zk_call_create(p, T_CLAIM_CREATE, path, p->extra, ZOO_EPHEMERAL, true);
+	zk_call_create(p, T_CLAIM_CREATE, path, p->ds.claim->data, ZOO_EPHEMERAL, true);
 }
 
 static void
@@ -293,9 +309,8 @@ claim_start(ZkPart *p)
 	strlcpy(p->node, slot, sizeof(p->node));
 	base = zk_node_data(p);
 	base[strlen(base) - 1] = '\0';	/* its closing brace */
-	if (p->extra)
-		pfree(p->extra);
-	p->extra = MemoryContextStrdup(TopMemoryContext,
+	forget_data(p);
+	p->ds.claim->data = MemoryContextStrdup(TopMemoryContext,
 								   psprintf("%s,\"slot\":\"%s\",\"claimed_at\":\"%s\",\"claim\":\"%s\",\"retention\":%d,\"state\":\"pending\"}",
 											base, slot, now, nonce,
 											zklock_claim_retention));
@@ -308,7 +323,7 @@ static void
 claim_taken(ZkPart *p)
 {
 	zk_part_set_phase(p, NODE_NONE);
-	p->step = CLAIM_OVER;
+	p->ds.claim->step = CLAIM_OVER;
 	zk_part_taken(p);
 	zk_part_drop(p);
 }
@@ -333,7 +348,7 @@ claim_exists(ZkPart *p)
 		claim_taken(p);
 		return;
 	}
-	p->step = CLAIM_LOOKING;
+	p->ds.claim->step = CLAIM_LOOKING;
 	claim_path(p, path, sizeof(path));
 	zk_call_get(p, T_CLAIM_LOOK, path, true);
 }
@@ -395,7 +410,7 @@ claim_finalized(ZkPart *p, const ZkResult *r)
 		/* the transaction decides (claim_ask) */
 		if (id >= 0)
 		{
-			p->step = CLAIM_FINAL;
+			p->ds.claim->step = CLAIM_FINAL;
 			zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
 		}
 		return;
@@ -408,7 +423,7 @@ claim_finalized(ZkPart *p, const ZkResult *r)
 	 * applied, our pending node is deleted then.
 	 */
 	u->pending_too = true;
-	p->step = id >= 0 ? CLAIM_OVER : CLAIM_SETTLING;
+	p->ds.claim->step = id >= 0 ? CLAIM_OVER : CLAIM_SETTLING;
 	if (id >= 0)
 		zk_set_ask_outcome(id, ZK_ASK_FAILED,
 						   ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -428,7 +443,7 @@ claim_look(ZkPart *p, const ZkResult *r)
 	else if (r->rc == ZOK)
 	{
 		/* pending or committing: the watch tells when it is settled */
-		p->step = CLAIM_WAITING;
+		p->ds.claim->step = CLAIM_WAITING;
 		zk_part_wait_on(p, p->node);
 	}
 	else if (r->rc == ZNONODE)
@@ -437,7 +452,7 @@ claim_look(ZkPart *p, const ZkResult *r)
 		zk_part_step_again(p, true);	/* claims again once connected */
 	else
 	{
-		p->step = CLAIM_OVER;
+		p->ds.claim->step = CLAIM_OVER;
 		zk_part_fail(p, zk_refusal_errcode(r->rc),
 					 "ZooKeeper refused to read the claim node: %s.",
 					 zerror(r->rc));
@@ -451,7 +466,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 
 	if (r == NULL)
 	{
-		switch (p->step)
+		switch (p->ds.claim->step)
 		{
 			case CLAIM_START:
 			case CLAIM_LOOKING:
@@ -486,7 +501,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK)
 			{
 				zk_part_node_created(p, r->path, &r->stat);
-				p->step = CLAIM_HELD;
+				p->ds.claim->step = CLAIM_HELD;
 				zk_part_grant(p);
 			}
 			else if (r->rc == ZNODEEXISTS)
@@ -494,24 +509,23 @@ claim_step(ZkPart *p, const ZkResult *r)
 			else if (r->rc == ZNONODE)
 			{
 				/* a parent went (a reaped container): create them again */
-				p->step = CLAIM_START;
+				p->ds.claim->step = CLAIM_START;
 				if (zk_part_parent_gone(p))
 				{
 					zk_part_step_again(p, true);
-					pfree(p->extra);
-					p->extra = NULL;
+					forget_data(p);
 				}
 			}
 			else if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
 			{
 				/* created or not: look once connected (advance() asks) */
-				p->step = CLAIM_CHECK;
+				p->ds.claim->step = CLAIM_CHECK;
 				zk_part_step_again(p, true);
 			}
 			else
 			{
 				zk_part_set_phase(p, NODE_NONE);
-				p->step = CLAIM_OVER;
+				p->ds.claim->step = CLAIM_OVER;
 				zk_part_fail(p, zk_refusal_errcode(r->rc),
 							 "ZooKeeper refused to create the claim node: %s.",
 							 zerror(r->rc));
@@ -524,7 +538,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 				char		ours[NONCE_LEN + 1];
 				char		theirs[NONCE_LEN + 1];
 
-				claim_data_nonce(p->extra, ours);
+				claim_data_nonce(p->ds.claim->data, ours);
 				claim_data_nonce(r->data, theirs);
 				if (strcmp(ours, theirs) != 0)
 				{
@@ -532,7 +546,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 					break;
 				}
 				zk_part_node_created(p, r->path, &r->stat);
-				p->step = CLAIM_HELD;
+				p->ds.claim->step = CLAIM_HELD;
 				zk_part_grant(p);	/* or, dropping, the engine deletes it */
 			}
 			else if (r->rc == ZOK)
@@ -541,12 +555,11 @@ claim_step(ZkPart *p, const ZkResult *r)
 			{
 				/* our create never happened */
 				zk_part_set_phase(p, NODE_NONE);
-				p->step = CLAIM_START;
+				p->ds.claim->step = CLAIM_START;
 				if (!zk_part_dropping(p))
 				{
 					zk_part_step_again(p, true);
-					pfree(p->extra);
-					p->extra = NULL;
+					forget_data(p);
 				}
 			}
 			else
@@ -554,7 +567,7 @@ claim_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_CLAIM_LOOK:
-			if (p->step == CLAIM_LOOKING && !zk_part_dropping(p))
+			if (p->ds.claim->step == CLAIM_LOOKING && !zk_part_dropping(p))
 				claim_look(p, r);
 			break;
 
@@ -612,7 +625,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 			u->word = ask;
 			u->held = false;
 			u->not_before = 0;
-			p->step = CLAIM_SETTLING;
+			p->ds.claim->step = CLAIM_SETTLING;
 		}
 		zk_set_ask_outcome(id, ZK_ASK_DONE, 0, NULL);
 		return;
@@ -623,7 +636,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 						   "A job claim cannot do that.");
 		return;
 	}
-	if (p->step != CLAIM_HELD || p->phase != NODE_EXISTS)
+	if (p->ds.claim->step != CLAIM_HELD || p->phase != NODE_EXISTS)
 	{
 		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_T_R_SERIALIZATION_FAILURE,
 						   "The claim's node is gone.");
@@ -650,7 +663,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 		char		nonce[NONCE_LEN + 1];
 		char	   *data = NULL;
 
-		claim_data_nonce(p->extra, nonce);
+		claim_data_nonce(p->ds.claim->data, nonce);
 		if (xact.has_xid)
 			data = claim_data(p, psprintf("\"committing\",\"xid\":\"" UINT64_FORMAT "\"",
 										  xact.xid));
@@ -658,7 +671,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 	}
 	u->part = p;
 	u->held = true;
-	p->step = CLAIM_FINALIZING;
+	p->ds.claim->step = CLAIM_FINALIZING;
 	zk_part_set_phase(p, NODE_DELETING);	/* the multi deletes it; nothing else may */
 	send_finalize(p, u);
 }
@@ -672,7 +685,7 @@ claim_ask(ZkPart *p, int id, ZkAsk ask)
 static bool
 claim_busy(ZkPart *p)
 {
-	return p->step == CLAIM_SETTLING && claim_unsettled_of_part(p) != NULL;
+	return p->ds.claim->step == CLAIM_SETTLING && claim_unsettled_of_part(p) != NULL;
 }
 
 /* A claim part goes: its item is settled without it. */
@@ -693,11 +706,13 @@ claim_freed(ZkPart *p)
 			u->word = ZK_ASK_REOPEN;
 		}
 	}
+	forget_data(p);
 }
 
 const ZkDriver zk_claim_driver = {
 	.kind = ZK_KIND_JOB_CLAIM,
 	.form = ZK_FORM_NONE,
+	.state_size = sizeof(ClaimState),
 	.step = claim_step,
 	.freed = claim_freed,
 	.init = claim_settle_init,
@@ -714,24 +729,20 @@ const ZkDriver zk_claim_driver = {
 void
 zk_claim_list_step(ZkPart *p, const ZkResult *r)
 {
+	ZkListState *st = p->ds.list;
 	char		path[ZK_PATH_MAX];
-	MemoryContext old;
 
 	if (r == NULL)
 	{
-		old = MemoryContextSwitchTo(TopMemoryContext);
-		if (p->rows == NULL)
-			p->rows = makeStringInfo();	/* freed with the part */
-		MemoryContextSwitchTo(old);
-		resetStringInfo(p->rows);
-		p->count = 0;
+		(void) zk_list_rows(p);
+		st->awaited = 0;
 		snprintf(path, sizeof(path), "%s/claims", p->parent);
 		zk_call_list(p, T_LIST_LIST, path, false);
 		return;
 	}
 	if (r->rc != ZOK && r->rc != ZNONODE)
 	{
-		if (p->rows)
+		if (st->rows.data)
 			zk_part_fail(p, zk_is_connection_loss(r->rc) ?
 						 ERRCODE_CONNECTION_FAILURE : zk_refusal_errcode(r->rc),
 						 "ZooKeeper could not list the claims of job \"%s\": %s.",
@@ -749,11 +760,11 @@ zk_claim_list_step(ZkPart *p, const ZkResult *r)
 					continue;
 				snprintf(path, sizeof(path), "%s/%s", r->path, r->children[i]);
 				zk_call_get(p, T_LIST_GET, path, false);
-				p->count++;
+				st->awaited++;
 			}
 			break;
 		case T_LIST_GET:
-			p->count--;
+			st->awaited--;
 			if (r->rc == ZOK)
 			{
 				const char *cols[4];
@@ -764,10 +775,10 @@ zk_claim_list_step(ZkPart *p, const ZkResult *r)
 				cols[1] = r->data ? r->data : "";
 				cols[2] = ctime;
 				cols[3] = r->stat.ephemeralOwner == 0 ? "t" : "f";
-				zk_add_row(p->rows, 4, cols);
+				zk_add_row(&st->rows, 4, cols);
 			}
 			break;
 	}
-	if (p->count == 0 && p->inflight == 0)
-		zk_part_rows(p);
+	if (st->awaited == 0 && p->inflight == 0)
+		zk_part_rows(p, &st->rows);
 }

@@ -83,7 +83,7 @@
 #define T_GONE_STAT		13		/* exists of "ready" before T_GONE_READY */
 #define T_SYNC_FIRST	14		/* sync: its answer needs nothing */
 
-/* where a member is (ZkPart.step) */
+/* where a member is (DbState.step) */
 typedef enum DBarrierStep
 {
 	DB_START = 0,				/* create our node */
@@ -102,9 +102,10 @@ typedef enum DBarrierStep
 #define READY_NODE		"ready"
 #define UUID_LEN		36
 
-/* the driver's state of a part (ZkPart.extra) */
+/* the driver's state of a part (ZkPart.ds.dbarrier) */
 typedef struct DbState
 {
+	DBarrierStep step;
 	bool		ready_existed;	/* "ready" existed before our create */
 	bool		nowait;			/* leave: answer WOULD_BLOCK, do not wait */
 	bool		own_deleted;	/* leave: our node's delete was sent */
@@ -117,12 +118,10 @@ typedef struct DbState
 	int64		ready_czxid;	/* the "ready" we delete, once seen */
 } DbState;
 
-static DbState *
+static inline DbState *
 state_of(ZkPart *p)
 {
-	if (p->extra == NULL)
-		p->extra = MemoryContextAllocZero(TopMemoryContext, sizeof(DbState));
-	return (DbState *) p->extra;
+	return p->ds.dbarrier;
 }
 
 static void
@@ -168,7 +167,7 @@ leave_failed(ZkPart *p, int sqlerrcode, const char *fmt,...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	p->step = DB_OVER;
+	state_of(p)->step = DB_OVER;
 	if (id >= 0)
 		zk_set_ask_outcome(id, ZK_ASK_FAILED, sqlerrcode, "%s", msg);
 }
@@ -206,7 +205,7 @@ enter_start(ZkPart *p)
 		return;
 	}
 	st->ready_existed = false;
-	p->step = DB_CREATING;
+	st->step = DB_CREATING;
 	zk_part_set_phase(p, NODE_CREATING);
 	child_path(p, READY_NODE, path, sizeof(path));
 	zk_call_exists_watch(p, T_READY, path);
@@ -220,7 +219,7 @@ enter_start(ZkPart *p)
 static void
 enter_done(ZkPart *p)
 {
-	p->step = DB_IN;
+	state_of(p)->step = DB_IN;
 	zk_part_grant(p);
 }
 
@@ -230,7 +229,7 @@ enter_look(ZkPart *p)
 {
 	char		path[ZK_PATH_MAX];
 
-	p->step = DB_COUNTING;
+	state_of(p)->step = DB_COUNTING;
 	child_path(p, READY_NODE, path, sizeof(path));
 	zk_call_exists_watch(p, T_READY, path);
 	zk_call_list(p, T_COUNT, p->parent, false);
@@ -240,7 +239,7 @@ enter_look(ZkPart *p)
 static void
 enter_wait(ZkPart *p)
 {
-	p->step = DB_WAITING;
+	state_of(p)->step = DB_WAITING;
 	zk_part_wait_on(p, READY_NODE);
 	zk_part_would_block(p);
 	if (zk_part_entry(p) < 0)
@@ -310,7 +309,7 @@ ready_delete(ZkPart *p, const ZkResult *r, int tag)
 static void
 leave_finish(ZkPart *p)
 {
-	p->step = DB_LEFT;
+	state_of(p)->step = DB_LEFT;
 	ready_look(p, T_LEFT_STAT);
 }
 
@@ -321,7 +320,7 @@ leave_settled(ZkPart *p)
 	DbState    *st = state_of(p);
 	int			id = zk_part_entry(p);
 
-	p->step = DB_OVER;
+	st->step = DB_OVER;
 	st->settled = true;
 	if (id >= 0)
 		zk_set_ask_outcome(id, st->gave_up ? ZK_ASK_WOULD_BLOCK : ZK_ASK_DONE,
@@ -408,7 +407,7 @@ dbarrier_ask(ZkPart *p, int id, ZkAsk ask)
 						   "A double barrier member cannot do that.");
 		return;
 	}
-	if (p->step != DB_IN || p->phase != NODE_EXISTS)
+	if (st->step != DB_IN || p->phase != NODE_EXISTS)
 	{
 		zk_set_ask_outcome(id, ZK_ASK_FAILED, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 						   "The member is not in the barrier.");
@@ -418,7 +417,7 @@ dbarrier_ask(ZkPart *p, int id, ZkAsk ask)
 	st->own_deleted = false;
 	st->finishing = false;
 	st->gave_up = false;
-	p->step = DB_LEAVING;
+	st->step = DB_LEAVING;
 	if (zk_connected() && p->inflight == 0)
 	{
 		zk_part_step_again(p, false);
@@ -435,7 +434,7 @@ dbarrier_restart(ZkPart *p)
 {
 	char		path[ZK_PATH_MAX];
 
-	switch (p->step)
+	switch (state_of(p)->step)
 	{
 		case DB_START:
 			if (!zk_part_dropping(p))
@@ -488,9 +487,9 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 		case T_READY:
 			if (r->rc == ZOK)
 			{
-				if (p->step == DB_CREATING)
+				if (st->step == DB_CREATING)
 					st->ready_existed = true;
-				else if ((p->step == DB_COUNTING || p->step == DB_WAITING) &&
+				else if ((st->step == DB_COUNTING || st->step == DB_WAITING) &&
 						 !zk_part_dropping(p))
 					enter_done(p);
 			}
@@ -508,21 +507,21 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 					enter_done(p);
 				else
 				{
-					p->step = DB_COUNTING;
+					st->step = DB_COUNTING;
 					zk_call_list(p, T_COUNT, p->parent, false);
 				}
 			}
 			else if (r->rc == ZNONODE)
 			{
 				/* an ancestor was reaped after we made it: again */
-				p->step = DB_START;
+				st->step = DB_START;
 				if (zk_part_parent_gone(p))
 					zk_part_step_again(p, true);
 			}
 			else if (lost)
 			{
 				/* created or not: look once connected */
-				p->step = DB_CHECK;
+				st->step = DB_CHECK;
 				zk_part_step_again(p, true);
 			}
 			else
@@ -549,7 +548,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			{
 				/* our create never happened */
 				zk_part_set_phase(p, NODE_NONE);
-				p->step = DB_START;
+				st->step = DB_START;
 				if (!zk_part_dropping(p))
 					zk_part_step_again(p, true);
 			}
@@ -560,7 +559,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_COUNT:
-			if (p->step != DB_COUNTING || zk_part_dropping(p))
+			if (st->step != DB_COUNTING || zk_part_dropping(p))
 				break;
 			if (r->rc == ZOK)
 			{
@@ -592,7 +591,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_MAKE_READY:
-			if (p->step != DB_COUNTING || zk_part_dropping(p))
+			if (st->step != DB_COUNTING || zk_part_dropping(p))
 				break;
 			if (r->rc == ZOK || r->rc == ZNODEEXISTS)
 				enter_done(p);
@@ -603,7 +602,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_LEAVE_LIST:
-			if (p->step != DB_LEAVING || zk_part_dropping(p))
+			if (st->step != DB_LEAVING || zk_part_dropping(p))
 				break;
 			if (r->rc == ZOK || r->rc == ZNONODE)
 				leave_decide(p, r);
@@ -616,7 +615,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_LEAVE_WATCH:
-			if (p->step != DB_LEAVING || zk_part_dropping(p))
+			if (st->step != DB_LEAVING || zk_part_dropping(p))
 				break;
 			if (r->rc == ZOK)
 			{
@@ -645,7 +644,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			if (r->rc == ZOK || r->rc == ZNONODE)
 			{
 				own_node_gone(p);
-				if (st->finishing && p->step == DB_LEAVING && !zk_part_dropping(p))
+				if (st->finishing && st->step == DB_LEAVING && !zk_part_dropping(p))
 					leave_finish(p);
 			}
 			else if (lost)
@@ -657,7 +656,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			else
 			{
 				zk_part_set_phase(p, NODE_EXISTS);
-				if (p->step == DB_LEAVING && !zk_part_dropping(p))
+				if (st->step == DB_LEAVING && !zk_part_dropping(p))
 					leave_failed(p, zk_refusal_errcode(r->rc),
 								 "ZooKeeper refused to delete its node: %s.",
 								 zerror(r->rc));
@@ -665,7 +664,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_LEFT_STAT:
-			if (p->step != DB_LEFT || zk_part_dropping(p))
+			if (st->step != DB_LEFT || zk_part_dropping(p))
 				break;
 			if (lost)
 				zk_part_step_again(p, true);	/* looked at again once connected */
@@ -674,7 +673,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_DEL_READY:
-			if (p->step != DB_LEFT || zk_part_dropping(p))
+			if (st->step != DB_LEFT || zk_part_dropping(p))
 				break;
 			if (lost)
 				zk_part_step_again(p, true);	/* looked at again once connected */
@@ -689,7 +688,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_GONE_LIST:
-			if (p->step != DB_GONE)
+			if (st->step != DB_GONE)
 				break;
 			if (lost)
 				zk_part_last_calls_lost(p);	/* made again once connected */
@@ -715,7 +714,7 @@ dbarrier_step(ZkPart *p, const ZkResult *r)
 			break;
 
 		case T_GONE_STAT:
-			if (p->step != DB_GONE)
+			if (st->step != DB_GONE)
 				break;
 			if (lost)
 				zk_part_last_calls_lost(p);	/* made again once connected */
@@ -756,14 +755,14 @@ dbarrier_dropped(ZkPart *p)
 {
 	DbState    *st = state_of(p);
 
-	if (p->step != DB_GONE)
+	if (st->step != DB_GONE)
 	{
 		/*
 		 * A leave given up deletes "ready", as Curator's timed-out leave;
 		 * any other end only if no member is left.
 		 */
-		st->gone_ready = (p->step == DB_LEAVING || p->step == DB_LEFT);
-		p->step = DB_GONE;
+		st->gone_ready = (st->step == DB_LEAVING || st->step == DB_LEFT);
+		st->step = DB_GONE;
 	}
 	if (st->gone_ready)
 		ready_look(p, T_GONE_STAT);
@@ -779,6 +778,7 @@ const ZkDriver zk_double_barrier_driver = {
 	.kind = ZK_KIND_DOUBLE_BARRIER,
 	.form = ZK_FORM_NONE,
 	.step = dbarrier_step,
+	.state_size = sizeof(DbState),
 	.steps = {
 		.ask = dbarrier_ask,
 		.dropped = dbarrier_dropped,

@@ -46,7 +46,7 @@ typedef struct PartNode
 	char		holds;			/* 't', 'f', or 0: not known here */
 } PartNode;
 
-/* The listing's state (p->extra); p->step counts the answers awaited. */
+/* What a listing of participants read (ZkListState.nodes). */
 typedef struct PartNodes
 {
 	int			asked;			/* nodes whose data was asked for */
@@ -59,7 +59,7 @@ typedef struct PartNodes
 static PartNodes *
 part_nodes(ZkPart *p, int n)
 {
-	PartNodes  *pn = (PartNodes *) p->extra;
+	PartNodes  *pn = p->ds.list->nodes;
 
 	if (pn == NULL || pn->room < n)
 	{
@@ -71,7 +71,7 @@ part_nodes(ZkPart *p, int n)
 		else
 			pn = repalloc(pn, size);
 		pn->room = room;
-		p->extra = (char *) pn;
+		p->ds.list->nodes = pn;
 	}
 	return pn;
 }
@@ -125,13 +125,34 @@ data_text(const char *data, int len)
 	return s.data;
 }
 
+/*
+ * The listing's rows, empty (a listing starts, or starts over); freed with
+ * the part.
+ */
+StringInfo
+zk_list_rows(ZkPart *p)
+{
+	StringInfo	rows = &p->ds.list->rows;
+
+	if (rows->data == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		initStringInfo(rows);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		resetStringInfo(rows);
+	return rows;
+}
+
 /* A call failed: wait for the reconnection (then start over), or fail. */
 static void
 part_failed(ZkPart *p, const ZkResult *r)
 {
 	if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
 	{
-		p->step = -1;			/* the answers still out no longer count */
+		p->ds.list->awaited = -1;	/* the answers still out no longer count */
 		return;
 	}
 	zk_part_fail(p, zk_refusal_errcode(r->rc),
@@ -142,6 +163,7 @@ part_failed(ZkPart *p, const ZkResult *r)
 static void
 participants_step(ZkPart *p, const ZkResult *r)
 {
+	ZkListState *st = p->ds.list;
 	bool		semaphore = (p->arg == ZK_LIST_SEMAPHORE);
 	PartNodes  *pn;
 
@@ -150,12 +172,8 @@ participants_step(ZkPart *p, const ZkResult *r)
 	if (r == NULL)
 	{
 		char		path[ZK_PATH_MAX];
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
-		if (p->rows == NULL)
-			p->rows = makeStringInfo(); /* freed with the part */
-		MemoryContextSwitchTo(old);
-		resetStringInfo(p->rows);
+		(void) zk_list_rows(p);
 		pn = part_nodes(p, 0);
 		pn->asked = pn->answered = 0;
 		if (semaphore)
@@ -164,16 +182,16 @@ participants_step(ZkPart *p, const ZkResult *r)
 			zk_call_list(p, T_PART_LIST, path, false);
 			snprintf(path, sizeof(path), "%s/locks", p->parent);
 			zk_call_list(p, T_PART_LIST, path, false);
-			p->step = 2;
+			st->awaited = 2;
 		}
 		else
 		{
 			zk_call_list(p, T_PART_LIST, p->parent, false);
-			p->step = 1;
+			st->awaited = 1;
 		}
 		return;
 	}
-	if (p->step < 0)
+	if (st->awaited < 0)
 		return;					/* starts over once connected */
 
 	switch (r->tag)
@@ -190,11 +208,11 @@ participants_step(ZkPart *p, const ZkResult *r)
 					part_failed(p, r);
 					return;
 				}
-				p->step--;
+				st->awaited--;
 				n = zk_list_participants(r, !semaphore ? zk_lock_family_counts :
 										 leases ? lease_counts : entry_counts,
 										 &nodes);
-				pn = part_nodes(p, ((PartNodes *) p->extra)->asked + n);
+				pn = part_nodes(p, st->nodes->asked + n);
 				for (int i = 0; i < n; i++)
 				{
 					char		path[ZK_PATH_MAX];
@@ -210,7 +228,7 @@ participants_step(ZkPart *p, const ZkResult *r)
 						x->holds = 0;
 					snprintf(path, sizeof(path), "%s/%s", r->path, nodes[i].name);
 					zk_call_get(p, T_PART_GET, path, false);
-					p->step++;
+					st->awaited++;
 				}
 				break;
 			}
@@ -218,7 +236,7 @@ participants_step(ZkPart *p, const ZkResult *r)
 			{
 				PartNode   *x;
 
-				pn = (PartNodes *) p->extra;
+				pn = st->nodes;
 				x = &pn->nodes[pn->answered++];
 				if (r->rc == ZOK)
 				{
@@ -233,19 +251,19 @@ participants_step(ZkPart *p, const ZkResult *r)
 					cols[2] = x->kind;
 					cols[3] = x->holds == 't' ? "t" : x->holds == 'f' ? "f" : NULL;
 					cols[4] = r->data ? data_text(r->data, r->datalen) : NULL;
-					zk_add_row(p->rows, 5, cols);
+					zk_add_row(&st->rows, 5, cols);
 				}
 				else if (r->rc != ZNONODE)
 				{
 					part_failed(p, r);
 					return;
 				}
-				p->step--;
+				st->awaited--;
 				break;
 			}
 	}
-	if (p->step == 0)
-		zk_part_rows(p);
+	if (st->awaited == 0)
+		zk_part_rows(p, &st->rows);
 }
 
 static void
@@ -271,8 +289,20 @@ list_step(ZkPart *p, const ZkResult *r)
 	}
 }
 
+/* The part goes: what its state points to. */
+static void
+list_freed(ZkPart *p)
+{
+	if (p->ds.list->rows.data)
+		pfree(p->ds.list->rows.data);
+	if (p->ds.list->nodes)
+		pfree(p->ds.list->nodes);
+}
+
 const ZkDriver zk_list_driver = {
 	.kind = ZK_KIND_LIST,
 	.form = ZK_FORM_NONE,
+	.state_size = sizeof(ZkListState),
 	.step = list_step,
+	.freed = list_freed,
 };

@@ -274,11 +274,8 @@ found(ZkPart *p, bool observe, const char *node, const char *data, int n)
 
 	if (!observe)
 	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		StringInfo	rows = zk_list_rows(p);
 
-		/* freed with the part */
-		p->rows = makeStringInfo();
-		MemoryContextSwitchTo(old);
 		if (node)
 		{
 			char		count[16];
@@ -288,9 +285,9 @@ found(ZkPart *p, bool observe, const char *node, const char *data, int n)
 			cols[0] = node;
 			cols[1] = data;
 			cols[2] = count;
-			zk_add_row(p->rows, 3, cols);
+			zk_add_row(rows, 3, cols);
 		}
-		zk_part_rows(p);
+		zk_part_rows(p, rows);
 		return;
 	}
 
@@ -319,11 +316,12 @@ find_failed(ZkPart *p, const ZkResult *r)
 /*
  * List the group's latch nodes, read the lowest one's data.  The observer
  * (observe) keeps a watch on the leader's node, or on the children while
- * there is no participant.  p->step: the last listing had a watch.
+ * there is no participant.
  */
 static void
 find_step(ZkPart *p, const ZkResult *r, bool observe)
 {
+	ZkLeaderFind *f = observe ? &p->ds.observer : &p->ds.list->find;
 	ZkNodeRef  *nodes;
 	int			n;
 	char		path[ZK_PATH_MAX];
@@ -332,7 +330,7 @@ find_step(ZkPart *p, const ZkResult *r, bool observe)
 		return;
 	if (r == NULL)
 	{
-		p->step = 0;
+		f->watched = false;
 		zk_call_list(p, T_FIND_LIST, p->parent, false);
 		return;
 	}
@@ -347,27 +345,27 @@ find_step(ZkPart *p, const ZkResult *r, bool observe)
 			n = zk_list_participants(r, latch_counts, &nodes);
 			if (n > 0)
 			{
-				p->count = n;
+				f->n = n;
 				snprintf(path, sizeof(path), "%s/%s", p->parent, nodes[0].name);
 				zk_call_get(p, T_FIND_GET, path, observe);
 				return;
 			}
 			found(p, observe, NULL, NULL, 0);
-			if (observe && p->step == 0 && !zk_part_dropping(p))
+			if (observe && !f->watched && !zk_part_dropping(p))
 			{
 				/* wait for a participant (our own latch part's node) */
-				p->step = 1;
+				f->watched = true;
 				zk_call_list(p, T_FIND_LIST, p->parent, true);
 			}
 			break;
 		case T_FIND_GET:
 			if (r->rc == ZOK)
 				found(p, observe, zk_node_of(r->path), r->data ? r->data : "",
-					  p->count);
+					  f->n);
 			else if (r->rc == ZNONODE)
 			{
 				/* the leader went between the listing and the read */
-				p->step = 0;
+				f->watched = false;
 				zk_call_list(p, T_FIND_LIST, p->parent, false);
 			}
 			else

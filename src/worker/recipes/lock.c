@@ -127,7 +127,7 @@ lock_begin(ZkPart *p)
 	 * taken under a mutex node it would have shown, so a lease missed by
 	 * the second listing cannot have been created before the first.
 	 */
-	p->count = 0;
+	p->ds.checked = 0;
 	snprintf(path, sizeof(path), "%s/locks", p->parent);
 	zk_call_list(p, T_CHECK_A, path, false);
 	snprintf(path, sizeof(path), "%s/leases", p->parent);
@@ -157,11 +157,11 @@ entry_begin(ZkPart *p)
 {
 	char		path[ZK_PATH_MAX];
 
-	p->count = 0;
+	p->ds.checked = 0;
 	strlcpy(path, p->parent, sizeof(path));
 	*strrchr(path, '/') = '\0'; /* <root>/<name>/locks -> <root>/<name> */
 	zk_call_list(p, T_CHECK_A, path, false);
-	p->count++;					/* one listing only */
+	p->ds.checked++;		/* one listing only */
 }
 
 /* Answers of the kinds check. */
@@ -181,7 +181,7 @@ check_step(ZkPart *p, const ZkResult *r, bool (*counts) (ZkForm),
 	}
 	if (r->rc != ZOK && r->rc != ZNONODE)
 		return;					/* not checked: begin() runs again */
-	if (++p->count == 2)
+	if (++p->ds.checked == 2)
 		zk_part_checked(p);
 }
 

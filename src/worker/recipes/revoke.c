@@ -29,8 +29,7 @@
  * answer was lost is made again; writes whose answers were lost are made
  * again to the same nodes (their paths are unique: the message twice is
  * harmless), and one that then finds its node gone counts as made, as its
- * first try may have been what made that holder let go.  p->extra holds
- * the paths of the writes not answered yet, one per line.
+ * first try may have been what made that holder let go.
  *
  * The SQL side is zk_lock_revoke() in backend/lock.c.
  *
@@ -46,6 +45,18 @@
 #define T_REVOKE_LIST	1
 #define T_REVOKE_SET	2
 
+/* the driver's state of a part (ZkPart.ds.revoke) */
+typedef struct RevokeState
+{
+	int			awaited;		/* setData answers awaited; -1: one was lost
+								 * (it starts over once connected) */
+	int			asked;			/* holders asked */
+	int			refusal;		/* the first refusal of a setData, or 0 */
+	bool		again;			/* writes are made again from here on */
+	char	   *unanswered;		/* the paths of the writes not answered
+								 * yet, one per line; NULL: not listed yet */
+} RevokeState;
+
 /*
  * Write the revocation request into every chosen node whose write was not
  * answered yet; done if there is none.
@@ -53,18 +64,20 @@
 static void
 revoke_send_all(ZkPart *p)
 {
-	for (char *s = p->extra; *s;)
+	RevokeState *st = p->ds.revoke;
+
+	for (char *s = st->unanswered; *s;)
 	{
 		char	   *end = strchr(s, '\n');
 
 		*end = '\0';
 		zk_call_set(p, T_REVOKE_SET, s, ZK_REVOKE_MESSAGE, -1);
 		*end = '\n';
-		p->step++;
+		st->awaited++;
 		s = end + 1;
 	}
-	if (p->step == 0)
-		zk_part_done(p, p->count);
+	if (st->awaited == 0)
+		zk_part_done(p, st->asked);
 }
 
 /* The write to path was answered: take it off the unanswered ones. */
@@ -73,7 +86,7 @@ revoke_answered(ZkPart *p, const char *path)
 {
 	size_t		len = strlen(path);
 
-	for (char *s = p->extra; s && *s;)
+	for (char *s = p->ds.revoke->unanswered; s && *s;)
 	{
 		char	   *end = strchr(s, '\n');
 
@@ -92,7 +105,7 @@ revoke_failed(ZkPart *p, const ZkResult *r, const char *what)
 {
 	if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
 	{
-		p->step = -1;			/* the answers still out no longer count */
+		p->ds.revoke->awaited = -1; /* the answers still out no longer count */
 		return;
 	}
 	zk_part_fail(p, zk_refusal_errcode(r->rc), "ZooKeeper refused to %s: %s.",
@@ -102,23 +115,25 @@ revoke_failed(ZkPart *p, const ZkResult *r, const char *what)
 static void
 revoke_step(ZkPart *p, const ZkResult *r)
 {
+	RevokeState *st = p->ds.revoke;
+
 	if (zk_part_dropping(p))
 		return;
 	if (r == NULL)
 	{
-		p->step = 0;			/* setData calls out */
-		if (p->extra == NULL)
+		st->awaited = 0;
+		if (st->unanswered == NULL)
 		{
-			p->count = 0;		/* holders asked */
-			p->arg = 0;			/* the first refusal of a setData */
+			st->asked = 0;
+			st->refusal = 0;
 			zk_call_list(p, T_REVOKE_LIST, p->parent, false);
 			return;
 		}
-		p->targ = 1;			/* writes made again from here on */
+		st->again = true;
 		revoke_send_all(p);
 		return;
 	}
-	if (p->step < 0)
+	if (st->awaited < 0)
 		return;					/* starts over once connected */
 
 	switch (r->tag)
@@ -145,7 +160,8 @@ revoke_step(ZkPart *p, const ZkResult *r)
 					if (zk_lock_family_holds(nodes, n, i))
 						appendStringInfo(&chosen, "%s/%s\n", p->parent,
 										 nodes[i].name);
-				p->extra = MemoryContextStrdup(TopMemoryContext, chosen.data);
+				st->unanswered = MemoryContextStrdup(TopMemoryContext,
+													 chosen.data);
 				pfree(chosen.data);
 				revoke_send_all(p);
 				return;
@@ -157,8 +173,8 @@ revoke_step(ZkPart *p, const ZkResult *r)
 				return;
 			}
 			revoke_answered(p, r->path);
-			if (r->rc == ZOK || (r->rc == ZNONODE && p->targ))
-				p->count++;
+			if (r->rc == ZOK || (r->rc == ZNONODE && st->again))
+				st->asked++;
 			else if (r->rc != ZNONODE)
 			{
 				/*
@@ -169,23 +185,33 @@ revoke_step(ZkPart *p, const ZkResult *r)
 				ereport(LOG,
 						(errmsg("zklock could not ask the holder of node \"%s\" to let go: %s",
 								r->path, zerror(r->rc))));
-				if (p->arg == 0)
-					p->arg = r->rc;
+				if (st->refusal == 0)
+					st->refusal = r->rc;
 			}
-			if (--p->step > 0)
+			if (--st->awaited > 0)
 				return;
-			if (p->count == 0 && p->arg != 0)
-				zk_part_fail(p, zk_refusal_errcode(p->arg),
+			if (st->asked == 0 && st->refusal != 0)
+				zk_part_fail(p, zk_refusal_errcode(st->refusal),
 							 "ZooKeeper refused to write the revocation request: %s.",
-							 zerror(p->arg));
+							 zerror(st->refusal));
 			else
-				zk_part_done(p, p->count);
+				zk_part_done(p, st->asked);
 			return;
 	}
+}
+
+/* The part goes: the paths it kept. */
+static void
+revoke_freed(ZkPart *p)
+{
+	if (p->ds.revoke->unanswered)
+		pfree(p->ds.revoke->unanswered);
 }
 
 const ZkDriver zk_revoke_driver = {
 	.kind = ZK_KIND_REVOKE,
 	.form = ZK_FORM_NONE,
+	.state_size = sizeof(RevokeState),
 	.step = revoke_step,
+	.freed = revoke_freed,
 };

@@ -26,8 +26,8 @@
  *
  * A semaphore sized by a shared count (Curator's
  * InterProcessSemaphoreV2(client, path, SharedCountReader)): the lease's
- * request names the count (ZkPart.extra), and max_leases is the count's
- * value (ZkPart.arg), read before the part decides, with a watch (the
+ * request names the count (ZkPart.sarg), and max_leases is the count's
+ * value (ZkPart.ds.leases), read before the part decides, with a watch (the
  * part's side watch, worker/engine/watches.c) while it waits: a change of
  * the count wakes it at once, and it reads the count again before it
  * decides again.  As in Curator, only waiting leases look at the count:
@@ -56,7 +56,9 @@ lease_counts(ZkForm form)
 static int
 lease_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 {
-	return n <= p->arg ? ZK_HOLDS : ZK_WATCH_CHILDREN;
+	int32		max_leases = p->sarg ? p->ds.leases : p->arg;
+
+	return n <= max_leases ? ZK_HOLDS : ZK_WATCH_CHILDREN;
 }
 
 /* tag of the read of the shared count */
@@ -66,7 +68,7 @@ lease_decide(ZkPart *p, ZkNodeRef *nodes, int n, int self)
 static bool
 lease_precheck(ZkPart *p, const ZkResult *r)
 {
-	return p->extra == NULL;
+	return p->sarg == NULL;
 }
 
 /*
@@ -80,12 +82,12 @@ lease_begin(ZkPart *p)
 {
 	char		path[ZK_PATH_MAX];
 
-	if (p->extra == NULL)
+	if (p->sarg == NULL)
 	{
 		zk_part_checked(p);
 		return;
 	}
-	zk_path(path, sizeof(path), p->extra, "");
+	zk_path(path, sizeof(path), p->sarg, "");
 	zk_call_get_side(p, T_COUNT, path);
 }
 
@@ -99,19 +101,19 @@ lease_step(ZkPart *p, const ZkResult *r)
 	if (r->rc == ZNONODE)
 		zk_part_fail(p, ERRCODE_INVALID_PARAMETER_VALUE,
 					 "Its shared count \"%s\" does not exist (no node \"%s\").",
-					 p->extra, r->path);
+					 p->sarg, r->path);
 	else if (r->rc != ZOK)
 	{
 		/* a connection loss: read again once connected */
 		if (!zk_is_connection_loss(r->rc) && r->rc != ZCLOSING)
 			zk_part_fail(p, zk_refusal_errcode(r->rc),
 						 "ZooKeeper refused to read its shared count \"%s\": %s.",
-						 p->extra, zerror(r->rc));
+						 p->sarg, zerror(r->rc));
 	}
 	else if (zk_count_decode(p, r, 0, &value) && p->side_path != NULL)
 	{
 		/* (without the watch, which a fire took meanwhile: read again) */
-		p->arg = value;
+		p->ds.leases = value;
 		zk_part_checked(p);
 	}
 }

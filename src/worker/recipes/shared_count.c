@@ -81,21 +81,14 @@ typedef enum CountStep
 
 #define COUNT_BYTES		4
 
-/* What a part remembers across a lost connection (in ZkPart.extra). */
+/* What a part remembers across a lost connection (ZkPart.ds.count). */
 typedef struct CountState
 {
 	CountStep	step;			/* a write in flight */
+	int			tries;			/* rounds of create and set so far */
 	int32		version;		/* the version our setData is made at */
 	int32		value;			/* the value it writes */
 } CountState;
-
-static CountState *
-count_state(ZkPart *p)
-{
-	if (p->extra == NULL)
-		p->extra = MemoryContextAllocZero(TopMemoryContext, sizeof(CountState));
-	return (CountState *) p->extra;
-}
 
 /* The result of read, set and add: the value and the version. */
 static int64
@@ -163,7 +156,7 @@ call_failed(ZkPart *p, const ZkResult *r, const char *what)
 {
 	if (zk_is_connection_loss(r->rc) || r->rc == ZCLOSING)
 		return;
-	count_state(p)->step = S_IDLE;	/* refused: nothing to look for */
+	p->ds.count->step = S_IDLE;	/* refused: nothing to look for */
 	zk_part_fail(p, zk_refusal_errcode(r->rc), "ZooKeeper refused to %s: %s.",
 				 what, zerror(r->rc));
 }
@@ -172,7 +165,7 @@ call_failed(ZkPart *p, const ZkResult *r, const char *what)
 static bool
 too_many_tries(ZkPart *p)
 {
-	if (++p->count <= MAX_TRIES)
+	if (++p->ds.count->tries <= MAX_TRIES)
 		return false;
 	zk_part_fail(p, ERRCODE_T_R_SERIALIZATION_FAILURE,
 				 "Its node kept changing under %d attempts to write it.",
@@ -183,12 +176,12 @@ too_many_tries(ZkPart *p)
 static void
 send_set(ZkPart *p, int32 value, int32 version)
 {
-	CountState *s = count_state(p);
+	CountState *s = p->ds.count;
 	char		buf[COUNT_BYTES];
 
 	s->value = value;
 	s->version = version;
-	count_state(p)->step = S_SET_SENT;
+	p->ds.count->step = S_SET_SENT;
 	encode(value, buf);
 	zk_call_set_bytes(p, T_SET, p->parent, buf, COUNT_BYTES, version);
 }
@@ -196,12 +189,12 @@ send_set(ZkPart *p, int32 value, int32 version)
 static void
 send_create(ZkPart *p, int tag, int32 value)
 {
-	CountState *s = count_state(p);
+	CountState *s = p->ds.count;
 	char		buf[COUNT_BYTES];
 
 	s->value = value;
 	if (tag == T_CREATE)
-		count_state(p)->step = S_CREATE_SENT;
+		p->ds.count->step = S_CREATE_SENT;
 	encode(value, buf);
 	zk_call_create_bytes(p, tag, p->parent, buf, COUNT_BYTES,
 						 ZOO_PERSISTENT, true);
@@ -214,7 +207,7 @@ send_create(ZkPart *p, int tag, int32 value)
 static void
 read_count(ZkPart *p)
 {
-	if (count_state(p)->step != S_IDLE)
+	if (p->ds.count->step != S_IDLE)
 	{
 		zk_call_sync(p, T_SYNC_FIRST, p->parent);
 		zk_call_get(p, T_CHECK, p->parent, false);
@@ -292,16 +285,16 @@ count_absent(ZkPart *p)
 static void
 check_lost_write(ZkPart *p, const ZkResult *r)
 {
-	CountState *s = count_state(p);
+	CountState *s = p->ds.count;
 	int32		value;
-	bool		set_sent = (count_state(p)->step == S_SET_SENT);
+	bool		set_sent = (p->ds.count->step == S_SET_SENT);
 
 	if (r->rc != ZOK && r->rc != ZNONODE)
 	{
 		call_failed(p, r, "read the shared count");
 		return;
 	}
-	count_state(p)->step = S_IDLE;
+	p->ds.count->step = S_IDLE;
 	if (r->rc == ZNONODE)
 	{
 		zk_part_fail(p, ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN,
@@ -359,7 +352,7 @@ count_step(ZkPart *p, const ZkResult *r)
 			break;
 		case T_SEED:
 			if (r->rc == ZOK)
-				count_read(p, count_state(p)->value, 0);
+				count_read(p, p->ds.count->value, 0);
 			else if (r->rc == ZNODEEXISTS || r->rc == ZNONODE)
 			{
 				/* made by someone else meanwhile, or an ancestor reaped */
@@ -374,12 +367,12 @@ count_step(ZkPart *p, const ZkResult *r)
 		case T_CREATE:
 			if (r->rc == ZOK)
 			{
-				count_state(p)->step = S_IDLE;
-				zk_part_done(p, count_result(count_state(p)->value, 0));
+				p->ds.count->step = S_IDLE;
+				zk_part_done(p, count_result(p->ds.count->value, 0));
 			}
 			else if (r->rc == ZNODEEXISTS || r->rc == ZNONODE)
 			{
-				count_state(p)->step = S_IDLE;
+				p->ds.count->step = S_IDLE;
 				if (r->rc == ZNONODE)
 					zk_parents_gone(p->parent);
 				if (!too_many_tries(p))
@@ -391,17 +384,17 @@ count_step(ZkPart *p, const ZkResult *r)
 		case T_SET:
 			if (r->rc == ZOK)
 			{
-				count_state(p)->step = S_IDLE;
+				p->ds.count->step = S_IDLE;
 				if (p->driver->kind == ZK_KIND_COUNT_CAS)
 					zk_part_done(p, 1);
 				else
-					zk_part_done(p, count_result(count_state(p)->value,
+					zk_part_done(p, count_result(p->ds.count->value,
 												 r->stat.version));
 			}
 			else if (r->rc == ZBADVERSION || r->rc == ZNONODE)
 			{
 				/* someone wrote (or deleted it) first */
-				count_state(p)->step = S_IDLE;
+				p->ds.count->step = S_IDLE;
 				if (p->driver->kind == ZK_KIND_COUNT_CAS)
 					zk_part_done(p, 0);
 				else if (!too_many_tries(p))
@@ -417,22 +410,26 @@ const ZkDriver zk_count_read_driver = {
 	.kind = ZK_KIND_COUNT_READ,
 	.form = ZK_FORM_NONE,
 	.step = count_step,
+	.state_size = sizeof(CountState),
 };
 
 const ZkDriver zk_count_set_driver = {
 	.kind = ZK_KIND_COUNT_SET,
 	.form = ZK_FORM_NONE,
 	.step = count_step,
+	.state_size = sizeof(CountState),
 };
 
 const ZkDriver zk_count_cas_driver = {
 	.kind = ZK_KIND_COUNT_CAS,
 	.form = ZK_FORM_NONE,
 	.step = count_step,
+	.state_size = sizeof(CountState),
 };
 
 const ZkDriver zk_count_add_driver = {
 	.kind = ZK_KIND_COUNT_ADD,
 	.form = ZK_FORM_NONE,
 	.step = count_step,
+	.state_size = sizeof(CountState),
 };
