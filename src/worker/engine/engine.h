@@ -115,6 +115,18 @@ typedef enum ZkSeqStage
 	SEQ_HOLDING					/* our node holds the recipe */
 } ZkSeqStage;
 
+/*
+ * Whether a part grants more (local hand-off; README: "A part's states").
+ * It only moves down the list.
+ */
+typedef enum ZkPartOpen
+{
+	PART_OPEN = 0,				/* grants, and a cohort's new entries join */
+	PART_CLOSED,				/* grants no more; goes once drained */
+	PART_REVOKED				/* closed: our node holds Curator's
+								 * revocation message */
+} ZkPartOpen;
+
 /* The watch a part relies on (watch_path; see watches.c). */
 typedef enum ZkPartWatch
 {
@@ -240,9 +252,6 @@ struct ZkPart
 	/* local hand-off */
 	int			grants;			/* grants on this node so far */
 	int			local_grants;	/* grants while a remote contender waited */
-	bool		closed;			/* grants no more; goes once drained */
-	bool		revoke_requested;	/* our node holds Curator's revocation
-									 * message: the part grants no more */
 	bool		own_stale;		/* the client holds a watch on our node
 								 * that the part no longer relies on
 								 * (below) */
@@ -279,6 +288,8 @@ struct ZkPart
 
 	/* the request's arguments (engine.c copies them from its entry) */
 	int32		arg;			/* max_leases, members, what to list, ... */
+	ZkPartOpen	open;			/* local hand-off: whether it grants more
+								 * (here for the padding) */
 	TimestampTz targ;			/* a job claim's slot, a count's seed */
 	char	   *sarg;			/* a lease's shared count, or NULL */
 

@@ -97,7 +97,7 @@ overtakes(ZkPart *p, ZkOp *op)
 void
 need_contention_watch(ZkPart *p)
 {
-	if (p->watch_path == NULL && zk_part_holds(p) && !p->closed &&
+	if (p->watch_path == NULL && zk_part_holds(p) && p->open == PART_OPEN &&
 		!zk_part_dropping(p) &&
 		(!dlist_is_empty(&p->waiters) || p->retain_until != 0))
 	{
@@ -189,14 +189,14 @@ cohort_update(ZkPart *p)
 {
 	const ZkDriver *d = p->driver;
 
-	while (!dlist_is_empty(&p->waiters) && zk_part_holds(p) && !p->closed)
+	while (!dlist_is_empty(&p->waiters) && zk_part_holds(p) && p->open == PART_OPEN)
 	{
 		ZkOp	   *op = dlist_container(ZkOp, link, dlist_head_node(&p->waiters));
 
 		if (!d->seq.shared && p->nholders > 0)
 			break;
 		if ((p->grants > 0 && handoff_exhausted(p, op)) ||
-			p->grants >= MAX_NODE_GRANTS || p->revoke_requested)
+			p->grants >= MAX_NODE_GRANTS || p->open == PART_REVOKED)
 		{
 			close_part(p);
 			break;
@@ -222,7 +222,7 @@ cohort_update(ZkPart *p)
 	 * wait through a ZooKeeper outage like a waiter with a node of its own,
 	 * instead of failing for want of a session.
 	 */
-	if (zk_part_holds(p) && !p->closed)
+	if (zk_part_holds(p) && p->open == PART_OPEN)
 	{
 		dlist_iter	it;
 
@@ -238,7 +238,7 @@ cohort_update(ZkPart *p)
 		}
 	}
 
-	if (p->closed && !dlist_is_empty(&p->waiters))
+	if (p->open != PART_OPEN && !dlist_is_empty(&p->waiters))
 	{
 		/* queue again behind whoever waits, with a fresh node */
 		ZkPart	   *fresh = new_part(d, p->name);
@@ -259,7 +259,7 @@ cohort_update(ZkPart *p)
 
 	if (!has_entries(p))
 	{
-		if (zk_part_holds(p) && !p->closed && p->contended_since == 0 &&
+		if (zk_part_holds(p) && p->open == PART_OPEN && p->contended_since == 0 &&
 			zklock_retain_time > 0)
 		{
 			retain(p, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
@@ -290,7 +290,7 @@ expire_retained(void)
 
 		if (!has_entries(p) &&
 			(now >= p->retain_until || p->contended_since != 0 ||
-			 p->revoke_requested))
+			 p->open == PART_REVOKED))
 			zk_part_drop(p);
 	}
 }

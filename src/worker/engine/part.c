@@ -619,7 +619,8 @@ close_part(ZkPart *p)
 {
 	ZkOpen	   *o;
 
-	p->closed = true;
+	if (p->open == PART_OPEN)
+		p->open = PART_CLOSED;
 	if (p->cohort &&
 		(o = open_entry(p->driver->kind, p->name, HASH_FIND)) != NULL &&
 		o->part == p)

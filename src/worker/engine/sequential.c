@@ -84,7 +84,7 @@ seq_list(ZkPart *p)
 {
 	bool		with_watch = !zk_part_holds(p) ?
 		(p->driver->seq.watch_children || p->cohort) :
-		(p->cohort && !p->closed &&
+		(p->cohort && p->open == PART_OPEN &&
 		 (!dlist_is_empty(&p->waiters) || p->retain_until != 0));
 
 	zk_call_list(p, T_LIST, p->parent, with_watch);
@@ -217,8 +217,8 @@ revoke_requested(ZkPart *p)
 {
 	dlist_iter	it;
 
-	p->revoke_requested = true;
 	close_part(p);				/* no more local hand-off: let it go */
+	p->open = PART_REVOKED;
 	dlist_foreach(it, &p->holders)
 	{
 		int			id = dlist_container(ZkOp, link, it.cur) - ops;
@@ -347,7 +347,7 @@ seq_result(ZkPart *p, const ZkResult *r)
 		case T_OWNDATA:
 			if (r->rc == ZOK && r->has_stat)
 				p->version = r->stat.version;
-			if (r->rc == ZOK && !p->revoke_requested && r->data &&
+			if (r->rc == ZOK && p->open != PART_REVOKED && r->data &&
 				r->datalen == strlen(ZK_REVOKE_MESSAGE) &&
 				memcmp(r->data, ZK_REVOKE_MESSAGE, r->datalen) == 0)
 				revoke_requested(p);
