@@ -102,8 +102,9 @@ zk_take_queue(int *ids, int max)
 				traced[e - zk_shared->entries] = true;
 				ntraced++;
 			}
+			/* not tracing when it woke: the wake is counted in "taken" */
+			e->hop[ZK_HOP_WORKER_WOKE] = zk_hop_tracing ? zk_hop_turn.woke : 0;
 			zk_hop_tracing = true;
-			e->hop[ZK_HOP_WORKER_WOKE] = zk_hop_turn.woke;
 			e->hop[ZK_HOP_TAKEN] = zk_mono_now();
 		}
 		ids[n++] = e - zk_shared->entries;
