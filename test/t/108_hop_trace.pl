@@ -1,5 +1,5 @@
-# 108_hop_review.pl
-#    Review of issue 40 (the worker hop): zklock.trace_hops, the backends
+# 108_hop_trace.pl
+#    The worker hop: zklock.trace_hops, the backends
 #    answered in one turn woken together when it ends, and zk_locks' compact
 #    copies.
 #    - zklock.trace_hops is for superusers only (42501 otherwise); off, a
