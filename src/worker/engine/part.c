@@ -264,7 +264,6 @@ zk_part_rows(ZkPart *p, StringInfo rows)
 	zk_part_drop(p);
 }
 
-
 /*
  * Say that a holder lost what it held with the session.  A job claim made
  * final is not lost: its transaction's commit record settles it, from the
