@@ -6,7 +6,8 @@
  * A claim of (job, slot) belongs to the calling transaction and becomes
  * final when it commits: this file keeps the transaction's claims, which
  * holdings.c's transaction callbacks make final at PRE_COMMIT and give up
- * at its end.  The worker's side is worker/recipes/claim.c.  The slot names the claim's znode by its time in
+ * at its end.  The worker's side is worker/recipes/claim.c and
+ * claim_settle.c.  The slot names the claim's znode by its time in
  * UTC, so every caller that computes the same slot (date_trunc('minute',
  * now()), say) names the same node whatever its TimeZone.
  *
@@ -221,7 +222,7 @@ claim_lost_error(const ZkClaim *c)
  * flushed record keeps the xid from being handed out again after a crash
  * of this instance, and after a failover the timeline and the position
  * tell the new primary whether this transaction is in its history at all
- * (worker/recipes/claim.c, xact_outcome).  A standby assigns no xid: its
+ * (worker/recipes/claim_settle.c, xact_outcome).  A standby assigns no xid: its
  * claims are final at PRE_COMMIT (at most once).
  */
 static void

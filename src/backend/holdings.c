@@ -117,7 +117,7 @@ zk_holdings_init(void)
  * that of every extension loaded later, such as postgres_fdw's remote
  * commits.  Nothing lets it run after those of a library preloaded before
  * zklock, nor after the rest of COMMIT: a claim's fate is read from the
- * commit log all the same (worker/recipes/claim.c).  Both callbacks do
+ * commit log all the same (worker/recipes/claim_settle.c).  Both callbacks do
  * nothing in a process that never held anything.
  */
 void

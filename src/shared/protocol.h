@@ -66,7 +66,7 @@ typedef enum ZkAsk
 /*
  * The transaction of a job claim being made final (ZK_ASK_FINALIZE),
  * written by the owner before it asks: what identifies its outcome in the
- * instance's commit log (worker/recipes/claim.c).  No xid on a standby.
+ * instance's commit log (worker/recipes/claim_settle.c).  No xid on a standby.
  */
 typedef struct ZkClaimXact
 {

@@ -267,7 +267,7 @@ zk_part_rows(ZkPart *p, StringInfo rows)
 /*
  * Say that a holder lost what it held with the session.  A job claim made
  * final is not lost: its transaction's commit record settles it, from the
- * index of unsettled claims (recipes/claim.c).
+ * index of unsettled claims (recipes/claim_settle.c).
  */
 void
 report_lost(ZkEntry *e, const char *why)
